@@ -1,0 +1,138 @@
+"""The step budget: compute, bubble, exchanges, what overlap hides, and what is left exposed.
+
+    step_s = compute_s + bubble_s + sum(exposed_s)                       (rate_scope = kernel)
+    step_s = compute_s + exposed_s[dp]                                   (rate_scope = step)
+
+Overlap (formulas.md 6.1): an exchange of time T with overlap fraction phi hides
+min(phi * T, W) behind the compute window W = compute_s; all hidden time together never
+exceeds compute_s. "auto" fractions (formulas.md 6.3-6.4, MegaScale 3.2): TP, CP all-gather
+and EP sit on the critical path (phi = 0); PP hides all but the pipeline fill and drain
+(2 (p - 1) transfers); DP hides all but the first all-gather and the last reduce-scatter
+of one unit (one layer), so 1 / units of its time stays exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget import pipeline
+from stepbudget.budget.compute import compute_s as _compute_s
+from stepbudget.budget.compute import hbm_bytes
+from stepbudget.budget.traffic import Exchange, exchanges
+from stepbudget.enums import Axis, RateScope
+from stepbudget.plan.derive import Plan
+
+DIMS = (Axis.TP, Axis.CP, Axis.PP, Axis.DP, Axis.EP)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One step on one GPU. Arrays share the plan's shape; ``exposed_s`` aligns with ``exchanges``."""
+
+    plan: Plan
+    exchanges: list[Exchange]
+    exposed_s: list[np.ndarray]
+    compute_s: np.ndarray
+    bubble_s: np.ndarray
+    bubble_in_rate: bool
+    """True when the achieved rate is a whole-step average that already contains the bubble."""
+    step_s: np.ndarray
+    flops_per_gpu: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    hbm_bytes: np.ndarray
+
+    @property
+    def comm_s(self) -> np.ndarray:
+        """All exchange time, hidden or not."""
+        return sum(x.time_s for x in self.exchanges)
+
+    @property
+    def exposed_comm_s(self) -> np.ndarray:
+        return sum(self.exposed_s)
+
+    @property
+    def comm_share(self) -> np.ndarray:
+        """T_comm / (T_comp + T_comm): the step's share of communication if nothing were hidden."""
+        return self.comm_s / (self.compute_s + self.comm_s)
+
+    @property
+    def exposed_share(self) -> np.ndarray:
+        return self.exposed_comm_s / self.step_s
+
+    def by_dim(self, field: str) -> dict[str, np.ndarray]:
+        """Sum of an exchange field (or "exposed_s") per dimension."""
+        out = {}
+        for d in DIMS:
+            rows = [i for i, x in enumerate(self.exchanges) if x.dim == d]
+            vals = [self.exposed_s[i] if field == "exposed_s" else getattr(self.exchanges[i], field) for i in rows]
+            out[d.value] = sum(vals) if vals else np.zeros(self.plan.shape)
+        return out
+
+    def link_bytes(self) -> dict[str, np.ndarray]:
+        return {
+            "nic": sum(x.nic_bytes for x in self.exchanges),
+            "nvlink": sum(x.nvlink_bytes for x in self.exchanges),
+            "hbm": self.hbm_bytes,
+        }
+
+    @property
+    def intensity(self) -> dict[str, np.ndarray]:
+        """FLOP per byte on each link: the x-axis of the network and memory rooflines."""
+        with np.errstate(divide="ignore"):
+            return {k: np.where(v > 0, self.flops_per_gpu / np.where(v > 0, v, 1), np.inf)
+                    for k, v in self.link_bytes().items()}
+
+    @property
+    def balance(self) -> dict[str, float]:
+        """FLOP per byte at which each link's time equals compute time: rate / bandwidth."""
+        p = self.plan
+        return {"nic": p.flops_rate / p.nic_Bps, "nvlink": p.flops_rate / p.nvlink_Bps, "hbm": p.flops_rate / p.hbm_Bps}
+
+
+def _phi(setting, default) -> np.ndarray:
+    return np.asarray(default if setting == "auto" else float(setting), dtype=float)
+
+
+def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> list[np.ndarray]:
+    ov = plan.scenario.overlap
+    units = np.maximum(plan.layers_per_gpu, 1)
+    hidden = []
+    for x in xs:
+        T = x.time_s
+        setting = getattr(ov, x.dim.value)
+        if x.dim == Axis.PP and setting == "auto":
+            want = T - np.minimum(T, 2 * (plan.pp - 1) * x.call_s)  # fill and drain stay exposed
+        elif x.dim == Axis.DP and setting == "auto":
+            want = T * (1 - 1 / units)  # one unit's gather and reduce at the edges stay exposed
+        elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
+            want = T  # ring attention overlaps each block with the next block's attention
+        else:
+            want = _phi(setting, 0.0) * T
+        hidden.append(np.minimum(want, compute_s))
+    total = sum(hidden) if hidden else np.zeros(plan.shape)
+    scale = np.where(total > compute_s, compute_s / np.where(total > 0, total, 1), 1.0)  # one window for all
+    return [x.time_s - hid * scale for x, hid in zip(xs, hidden)]
+
+
+def estimate(plan: Plan) -> Budget:
+    """The analytical step budget of a plan (any array shape)."""
+    xs = exchanges(plan)
+    comp = _compute_s(plan)
+    exposed = _exposed(plan, xs, comp)
+    bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v) * comp
+    in_rate = plan.rate_scope == RateScope.STEP
+    if in_rate:
+        # the measured rate already contains the bubble and the critical-path exchanges
+        exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]
+        step = comp + sum(exposed)
+    else:
+        step = comp + bubble + sum(exposed)
+    mfu = plan.model_flops_per_gpu / (step * plan.peak_flops)  # PaLM App. B, against the BF16 peak
+    hfu = plan.hardware_flops_per_gpu / (step * plan.peak_flops)
+    return Budget(
+        plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
+        step_s=step, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
+    )

@@ -1,0 +1,163 @@
+"""Exchanges per parallel dimension for one step, per GPU (formulas.md 3).
+
+Each Exchange is one kind of collective call: its group, message, calls per step, bytes per
+GPU per step (the chapter's count and the split over NVLink and the NIC) and time on the link.
+Degrees of 1 give zero calls; views drop those rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget.collectives import HIERARCHICAL, call_cost
+from stepbudget.enums import Axis, Collective
+from stepbudget.plan.derive import Plan
+from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+
+DDP, ZERO3, FSDP = (DP_KIND_CODES[k] for k in ("ddp", "zero3", "fsdp"))
+FULL = RECOMPUTE_CODES["full"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One collective kind of one dimension. Arrays are per GPU, per step (``call_s`` per call)."""
+
+    dim: Axis
+    collective: Collective
+    what: str
+    """What travels: "activations", "grads", "params", "K,V", "tokens"."""
+    critical: bool
+    """On the critical path unless overlapped (TP, CP all-gather, EP); else overlappable."""
+    group: np.ndarray
+    message_bytes: np.ndarray
+    calls: np.ndarray
+    bytes_per_gpu: np.ndarray
+    nvlink_bytes: np.ndarray
+    nic_bytes: np.ndarray
+    time_s: np.ndarray
+    bandwidth_s: np.ndarray
+    call_s: np.ndarray
+
+    @property
+    def link(self) -> np.ndarray:
+        """The link tier that carries the exchange's time: "nic" if any byte crosses it."""
+        return np.where(self.nic_bytes > 0, "nic", "nvlink")
+
+
+def _exchange(plan: Plan, dim: Axis, coll: Collective, what: str, critical: bool, group, S, calls, q, tier,
+              algorithm=HIERARCHICAL) -> Exchange:
+    c = plan.scenario.cluster
+    cost = call_cost(coll, S, group, q, algorithm, plan.nvlink_Bps, plan.nic_Bps / tier,
+                     c.nvlink_latency_s, c.nic_latency_s)
+    calls = np.where(np.asarray(group) > 1, calls, 0.0)
+    return Exchange(
+        dim=dim, collective=coll, what=what, critical=critical,
+        group=np.asarray(group), message_bytes=np.asarray(S, dtype=float) * (calls > 0), calls=calls,
+        bytes_per_gpu=calls * cost.bytes_per_gpu, nvlink_bytes=calls * cost.nvlink_bytes,
+        nic_bytes=calls * cost.nic_bytes, time_s=calls * cost.time_s, bandwidth_s=calls * cost.bandwidth_s,
+        call_s=cost.time_s,
+    )
+
+
+def exchanges(plan: Plan) -> list[Exchange]:
+    """Every exchange of one step (formulas.md 3.1-3.5)."""
+    sc = plan.scenario
+    m, w = sc.model, sc.precision
+    h, s = m.hidden_size, m.seq_len
+    b, t, c, p, e, v = plan.micro_batch, plan.tp, plan.cp, plan.pp, plan.ep, plan.v
+    mbs = plan.microbatches
+    layer_mb = plan.layers_per_gpu * mbs  # layer passes per GPU per step
+    full = plan.recompute == FULL
+    out: list[Exchange] = []
+
+    # TP: one all-reduce forward and one backward around attention and around the MLP, of
+    # b*(s/c)*h elements (formulas.md 3.1); with SP each is a reduce-scatter + all-gather (same
+    # bytes); full recompute repeats the forward ones. Experts without expert TP skip the MLP pair.
+    S_tp = b * (s / c) * h * w.activations
+    tp_mlp_layers = plan.layers_per_gpu - plan.moe_layers_per_gpu * (plan.expert_tp == 1)
+    ar_calls = (2 + full) * mbs * (plan.layers_per_gpu + tp_mlp_layers)
+    sp = plan.sequence_parallel
+    tp_args = dict(group=t, S=S_tp, q=plan.q["tp"], tier=plan.tier["tp"])
+    out.append(_exchange(plan, Axis.TP, Collective.ALL_REDUCE, "activations", True,
+                         calls=np.where(sp, 0, ar_calls), **tp_args))
+    for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+        out.append(_exchange(plan, Axis.TP, coll, "activations", True,
+                             calls=np.where(sp, ar_calls, 0), **tp_args))
+
+    # CP: all-gather K,V forward, reduce-scatter dK,dV backward (Llama 3 3.3.2), K,V sharded by TP
+    # heads; ring: c-1 K,V blocks forward, twice that backward (formulas.md 3.2)
+    if m.mla is not None:
+        kv_width = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim  # the latent is what is gathered
+        kv_per_rank = kv_width * np.ones_like(t)
+    else:
+        kv_per_rank = m.kv_heads * m.head_width / t
+    S_cp = 2 * b * s * kv_per_rank * w.activations
+    ring = plan.cp_kind == 1
+    cp_args = dict(group=c, S=S_cp, q=plan.q["cp"], tier=plan.tier["cp"])
+    out.append(_exchange(plan, Axis.CP, Collective.ALL_GATHER, "K,V", True,
+                         calls=np.where(ring, 0, (1 + full) * layer_mb), **cp_args))
+    out.append(_exchange(plan, Axis.CP, Collective.REDUCE_SCATTER, "dK,dV", True,
+                         calls=np.where(ring, 0, layer_mb), **cp_args))
+    # ring attention as c-1 sends of one block per layer pass: 3 passes (fwd + 2x bwd)
+    out.append(_exchange(plan, Axis.CP, Collective.SEND_RECV, "K,V blocks", False,
+                         group=c, S=S_cp / c, q=np.minimum(plan.q["cp"], 2), tier=plan.tier["cp"],
+                         calls=np.where(ring, (3 + full) * (c - 1) * layer_mb, 0)))
+
+    # PP: each micro-batch crosses each of the GPU's v stage boundaries forward and backward,
+    # b*s*h/t per rank with scatter/gather or SP (Narayanan 4.1; formulas.md 3.3)
+    S_pp = b * (s / c) * h * w.activations / t
+    out.append(_exchange(plan, Axis.PP, Collective.SEND_RECV, "activations", False,
+                         group=np.where(p > 1, 2, 1), S=S_pp, calls=2 * mbs * v, q=plan.q["pp"], tier=plan.tier["pp"]))
+
+    # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per layer (FSDP unit / bucket)
+    units = np.maximum(plan.layers_per_gpu, 1)
+    alg = plan.dp_algorithm
+    for label, psi, group, q in (
+        ("", plan.params_dense_per_gpu, plan.dp_group, plan.q["dp"]),
+        ("expert ", plan.params_expert_per_gpu, plan.expert_dp_group, plan.q["expert_dp"]),
+    ):
+        if not np.any(psi > 0):
+            continue
+        ddp = plan.dp_kind == DDP
+        gathers = np.where((plan.dp_kind == ZERO3) | ((plan.dp_kind == FSDP) & plan.reshard), 2, 1)
+        common = dict(group=group, q=q, tier=plan.tier["dp"], algorithm=alg)
+        out.append(_exchange(plan, Axis.DP, Collective.ALL_REDUCE, label + "grads", False,
+                             S=psi * w.grads / units, calls=np.where(ddp, units, 0), **common))
+        out.append(_exchange(plan, Axis.DP, Collective.REDUCE_SCATTER, label + "grads", False,
+                             S=psi * w.grads / units, calls=np.where(ddp, 0, units), **common))
+        out.append(_exchange(plan, Axis.DP, Collective.ALL_GATHER, label + "params", False,
+                             S=psi * w.params / units, calls=np.where(ddp, 0, gathers * units), **common))
+
+    # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
+    # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts
+    if m.moe is not None:
+        k = m.moe.top_k
+        tokens = b * s / (c * t)
+        passes = plan.moe_layers_per_gpu * mbs * (2 + full)
+        for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
+            x = _exchange(plan, Axis.EP, Collective.ALL_TO_ALL, what, True, group=e, S=tokens * k * h * wb,
+                          calls=passes, q=plan.q["ep"], tier=plan.tier["ep"])
+            if m.moe.node_limit is not None:
+                x = _node_limited(plan, x, tokens * h * wb * passes, m.moe.node_limit)
+            out.append(x)
+    return out
+
+
+def _node_limited(plan: Plan, x: Exchange, token_bytes, limit: int) -> Exchange:
+    """DeepSeek-V3: a token crosses the NIC once per target node, at most ``limit`` nodes, then
+    NVLink forwards it (formulas.md 3.5, 7.2): NIC bytes <= limit * (1 - 1/nodes) copies per token."""
+    nodes = x.group / plan.q["ep"]
+    cap = token_bytes * np.minimum(limit, nodes) * (1 - 1 / np.maximum(nodes, 1))
+    nic = np.minimum(x.nic_bytes, cap)
+    moved = x.nic_bytes - nic
+    nvlink = x.nvlink_bytes + moved  # copies that share a node after one NIC hop are forwarded on NVLink
+    calls = np.maximum(x.calls, 1)
+    bw = np.maximum(nvlink / plan.nvlink_Bps, nic * plan.tier["ep"] / plan.nic_Bps)
+    lat = x.time_s - x.bandwidth_s
+    return Exchange(
+        dim=x.dim, collective=x.collective, what=x.what, critical=x.critical, group=x.group,
+        message_bytes=x.message_bytes, calls=x.calls, bytes_per_gpu=x.bytes_per_gpu,
+        nvlink_bytes=nvlink, nic_bytes=nic, time_s=bw + lat, bandwidth_s=bw, call_s=(bw + lat) / calls,
+    )

@@ -1,0 +1,109 @@
+"""Closed choices, each a StrEnum so YAML, CLI and JSON spell them the same way.
+
+Naming rules used across the package:
+- a *degree* is the size of a parallel axis (``tp = 8``);
+- a *group* is the set of ranks that take part in one collective (a DP group has ``dp`` ranks);
+- a *message* is the collective's size ``S`` in the nccl-tests convention (formulas.md 1.2);
+- *bytes per GPU* are the bytes one GPU sends on the wire for that collective.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Axis(StrEnum):
+    """Parallel dimensions, in the default rank order (innermost first)."""
+
+    TP = "tp"
+    CP = "cp"
+    PP = "pp"
+    DP = "dp"
+    EP = "ep"
+
+
+class Collective(StrEnum):
+    """Collective operations; the bytes each sends per GPU are in budget/collectives.py."""
+
+    ALL_REDUCE = "all-reduce"
+    REDUCE_SCATTER = "reduce-scatter"
+    ALL_GATHER = "all-gather"
+    ALL_TO_ALL = "all-to-all"
+    SEND_RECV = "send/recv"
+    BROADCAST = "broadcast"
+
+
+class Algorithm(StrEnum):
+    """How a collective is carried out (formulas.md 1.1-1.5)."""
+
+    RING = "ring"
+    TREE = "tree"
+    HIERARCHICAL = "hierarchical"
+    IN_NETWORK = "in-network"
+
+
+class Link(StrEnum):
+    """Link tiers a byte can cross, fastest first."""
+
+    NVLINK = "nvlink"
+    NIC = "nic"
+
+
+class Schedule(StrEnum):
+    """Pipeline schedules (formulas.md 4)."""
+
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED_1F1B = "interleaved-1f1b"
+    ZB_H1 = "zb-h1"
+    ZB_H2 = "zb-h2"
+    DUALPIPE = "dualpipe"
+
+
+class Recompute(StrEnum):
+    """Activation recomputation modes (Korthikanti et al. 2022)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class DataParallel(StrEnum):
+    """How the data-parallel group shares model state (formulas.md 3.4, 5.1).
+
+    ``zero1``..``zero3`` follow ZeRO; ``fsdp`` is ZeRO-3-style sharding whose
+    reshard-after-forward behaviour is set separately.
+    """
+
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+    FSDP = "fsdp"
+
+
+class Activation(StrEnum):
+    """MLP activation: SwiGLU has three h x d_ff matrices, GeLU two."""
+
+    SWIGLU = "swiglu"
+    GELU = "gelu"
+
+
+class CPKind(StrEnum):
+    """Context-parallel exchange (formulas.md 3.2)."""
+
+    ALL_GATHER = "all-gather"
+    RING = "ring"
+
+
+class RateScope(StrEnum):
+    """What an achieved FLOP/s figure covers.
+
+    ``kernel``: the rate of the compute kernels; the budget adds the bubble and every
+    exposed exchange on top. ``step``: a measured whole-step average (Llama 3 Table 4's
+    TFLOPs/GPU); the bubble and critical-path exchanges are already inside it, so the
+    budget adds only the data-parallel exchange left exposed at the step edges.
+    """
+
+    KERNEL = "kernel"
+    STEP = "step"

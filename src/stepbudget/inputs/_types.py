@@ -1,0 +1,41 @@
+"""Field types shared by the input models: quantities with units, read at the door."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from stepbudget.units import parse
+
+
+def _quantity(kind: str):
+    return BeforeValidator(lambda v: parse(v, kind) if isinstance(v, (str, int, float)) else v)
+
+
+Bytes = Annotated[float, _quantity("bytes"), Field(gt=0)]
+Rate = Annotated[float, _quantity("rate"), Field(gt=0)]
+Flops = Annotated[float, _quantity("flops"), Field(gt=0)]
+Seconds = Annotated[float, _quantity("time"), Field(ge=0)]
+Count = Annotated[int, BeforeValidator(lambda v: int(parse(v, "count")) if isinstance(v, str) else v), Field(gt=0)]
+Degree = Annotated[int, Field(ge=1)]
+
+_ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+def _element_bytes(v: object) -> object:
+    if isinstance(v, str):
+        key = v.strip().lower()
+        if key not in _ELEMENT_BYTES:
+            raise ValueError(f"unknown precision {v!r}; use one of {sorted(_ELEMENT_BYTES)} or bytes per element")
+        return _ELEMENT_BYTES[key]
+    return v
+
+
+ElementBytes = Annotated[float, BeforeValidator(_element_bytes), Field(gt=0, le=8)]
+
+
+class Frozen(BaseModel):
+    """Base for every input section: unknown fields are errors, values never change after load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)

@@ -1,0 +1,106 @@
+"""The cluster: GPUs, the scale-up domain, NICs and the tiers above them."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from stepbudget.enums import RateScope
+from stepbudget.inputs._types import Bytes, Flops, Frozen, Rate, Seconds
+
+
+class GPU(Frozen):
+    """One accelerator's datasheet figures (dense, no sparsity)."""
+
+    name: str = "gpu"
+    source: str = ""
+    peak_bf16_flops: Flops
+    """Dense BF16 peak, FLOP/s (H100 SXM: 989 TFLOP/s)."""
+    peak_fp8_flops: Flops | None = None
+    """Dense FP8 peak, FLOP/s; defaults to twice the BF16 peak."""
+    hbm_bytes: Bytes
+    """HBM capacity in bytes (80 GB)."""
+    hbm_Bps: Rate
+    """HBM bandwidth, bytes/s (3.35 TB/s)."""
+
+
+class Tier(Frozen):
+    """A network tier above the NICs: GPUs under one domain see full bisection; traffic
+    leaving the domain shares uplinks oversubscribed by ``oversubscription``."""
+
+    name: str = "tier"
+    domain_gpus: int = Field(gt=0)
+    """GPUs under one domain of this tier (Llama 3: a 3,072-GPU pod)."""
+    oversubscription: float = Field(1.0, ge=1.0)
+    """Downlink to uplink ratio at this tier's boundary (Llama 3 aggregation: 7)."""
+
+
+class Cluster(Frozen):
+    """GPUs and links. Bandwidths are per direction."""
+
+    name: str = "cluster"
+    source: str = ""
+    gpus: int = Field(gt=0)
+    """GPUs in the job."""
+    gpu: GPU
+    achieved_flops: Flops | None = None
+    """Achieved FLOP/s per GPU; overrides achieved_fraction."""
+    achieved_fraction: float | None = Field(None, gt=0, le=1)
+    """Achieved share of the peak used for compute time when achieved_flops is unset."""
+    rate_scope: RateScope = RateScope.KERNEL
+    """kernel: the bubble and exposed exchanges are added on top of the rate; step: the
+    rate is a measured whole-step average that already contains them (except DP at the edges)."""
+    gpus_per_node: int = Field(8, gt=0)
+    """Scale-up domain size g (NVLink domain: 8 for HGX, 72 for NVL72)."""
+    nvlink_Bps: Rate
+    """Scale-up bandwidth per GPU per direction, bytes/s (H100: 450 GB/s)."""
+    nics_per_node: int = Field(8, gt=0)
+    """Scale-out NICs per node."""
+    nic_Bps: Rate
+    """Line rate of one NIC per direction, bytes/s (400 Gb/s = 50 GB/s)."""
+    nvlink_efficiency: float = Field(1.0, gt=0, le=1)
+    """Share of the NVLink rate a collective achieves."""
+    nic_efficiency: float = Field(1.0, gt=0, le=1)
+    """Share of the NIC line rate a collective achieves."""
+    nvlink_latency_s: Seconds = 3.4e-6
+    """Latency per collective step on NVLink (NCCL tuning.cc, Ring/Simple NVLink hw latency)."""
+    nic_latency_s: Seconds = 14e-6
+    """Latency per collective step over the network (NCCL tuning.cc, Ring/Simple NET hw latency)."""
+    tiers: tuple[Tier, ...] = ()
+    """Tiers above the leaf switches, innermost first."""
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _named_gpu(cls, v: object) -> object:
+        if isinstance(v, str):
+            known = gpu_presets()
+            if v not in known:
+                raise ValueError(f"cluster.gpu: unknown GPU {v!r}; use one of {', '.join(known)} or give its figures")
+            return known[v]
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Cluster":
+        if self.gpus % self.gpus_per_node and self.gpus > self.gpus_per_node:
+            raise ValueError(
+                f"cluster.gpus: {self.gpus} GPUs do not fill whole nodes of {self.gpus_per_node}; "
+                f"use a multiple of gpus_per_node"
+            )
+        return self
+
+    @property
+    def peak_fp8(self) -> float:
+        return self.gpu.peak_fp8_flops or 2 * self.gpu.peak_bf16_flops
+
+    @property
+    def nic_Bps_per_gpu(self) -> float:
+        """Scale-out bandwidth one GPU gets when every GPU of its node sends at once."""
+        return self.nic_Bps * self.nics_per_node / self.gpus_per_node
+
+
+def gpu_presets() -> dict[str, dict]:
+    """GPU datasheets shipped with the package (inputs/gpus.yaml), by name."""
+    text = (resources.files("stepbudget.inputs") / "gpus.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)

@@ -1,0 +1,149 @@
+"""How the job is split over the GPUs, and the batch, precision and overlap settings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from stepbudget.enums import Axis, CPKind, DataParallel, Recompute, Schedule
+from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
+
+DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
+
+
+class Layout(Frozen):
+    """Parallel degrees and how each dimension runs. A degree of 1 means the axis is off."""
+
+    tp: Degree = 1
+    """Tensor-parallel degree."""
+    cp: Degree = 1
+    """Context-parallel degree (splits the sequence; 2*cp chunks for causal balance)."""
+    pp: Degree = 1
+    """Pipeline stages."""
+    dp: Degree = 1
+    """Data-parallel replicas."""
+    ep: Degree = 1
+    """Expert-parallel degree; its ranks are taken from the TP x CP x DP ranks."""
+    expert_tp: Degree | None = None
+    """Tensor-parallel degree inside an expert; defaults to 1 when ep > 1, else tp."""
+    virtual_stages: Degree = 1
+    """Model chunks per pipeline rank (v); more than 1 needs the interleaved schedule."""
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    """Pipeline schedule."""
+    dp_kind: DataParallel = DataParallel.ZERO1
+    """How the DP group shares model state: ddp, zero1, zero2, zero3, fsdp."""
+    reshard_after_forward: bool = True
+    """FSDP/ZeRO-3 only: free gathered parameters after forward and gather them again in backward."""
+    sequence_parallel: bool = True
+    """Megatron sequence parallelism with TP (same bytes, reduce-scatter + all-gather)."""
+    cp_kind: CPKind = CPKind.ALL_GATHER
+    """Context-parallel exchange: all-gather of K,V (Llama 3) or ring attention."""
+    recompute: Recompute = Recompute.NONE
+    """Activation recomputation."""
+    micro_batch: Degree = 1
+    """Sequences per micro-batch (b)."""
+    order: tuple[Axis, ...] = DEFAULT_ORDER
+    """Rank order, innermost (fastest-varying) first. Default [tp, cp, pp, dp] (Llama 3)."""
+    dp_ring: Literal["hierarchical", "flat"] = "hierarchical"
+    """How a DP group that shares nodes runs its ring: hierarchical/multi-channel (NVLink inside
+    the node, 1/g of the bytes on each NIC) or flat (every ring neighbour on another node: all
+    bytes on the NIC, the chapter's pure-DP assumption)."""
+    embedding_in_pipeline_split: bool = False
+    """Count the embedding as one layer slot of the first stage (Megatron flag of that name)."""
+    loss_in_pipeline_split: bool = False
+    """Count the LM head and loss as one layer slot of the last stage (Megatron flag)."""
+
+    @field_validator("order")
+    @classmethod
+    def _order_is_permutation(cls, v: tuple[Axis, ...]) -> tuple[Axis, ...]:
+        if sorted(v) != sorted(DEFAULT_ORDER):
+            raise ValueError("layout.order: list tp, cp, pp and dp once each, innermost first, e.g. [tp, cp, pp, dp]")
+        return v
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> "Layout":
+        if self.virtual_stages > 1 and self.schedule != Schedule.INTERLEAVED_1F1B:
+            raise ValueError(
+                f"layout.virtual_stages: {self.virtual_stages} chunks per rank need schedule interleaved-1f1b "
+                f"(got {self.schedule}); set virtual_stages=1 or schedule=interleaved-1f1b"
+            )
+        if self.schedule == Schedule.INTERLEAVED_1F1B and self.virtual_stages < 2:
+            raise ValueError("layout.virtual_stages: interleaved-1f1b needs virtual_stages >= 2")
+        if self.schedule == Schedule.DUALPIPE and self.pp % 2:
+            raise ValueError(f"layout.pp: DualPipe needs an even number of stages, got pp = {self.pp}")
+        return self
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs that share one copy of the model: tp * cp * pp."""
+        return self.tp * self.cp * self.pp
+
+    @property
+    def expert_tp_degree(self) -> int:
+        return self.expert_tp if self.expert_tp is not None else (1 if self.ep > 1 else self.tp)
+
+
+class Batch(Frozen):
+    """The global batch of one optimizer step: give sequences or tokens."""
+
+    global_batch_seqs: Count | None = None
+    """Sequences per step."""
+    global_batch_tokens: Count | None = None
+    """Tokens per step (must be a whole number of sequences)."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Batch":
+        if (self.global_batch_seqs is None) == (self.global_batch_tokens is None):
+            raise ValueError("batch: give exactly one of global_batch_seqs or global_batch_tokens")
+        return self
+
+
+class Precision(Frozen):
+    """Bytes per element of each exchanged tensor ("bf16", "fp32", "fp8" or a number)."""
+
+    params: ElementBytes = 2.0
+    """Parameters as all-gathered (BF16)."""
+    grads: ElementBytes = 2.0
+    """Gradients as reduced over DP (Llama 3 reduce-scatters in FP32: 4)."""
+    activations: ElementBytes = 2.0
+    """TP, CP and PP activations."""
+    dispatch: ElementBytes = 2.0
+    """MoE dispatch all-to-all (DeepSeek-V3 FP8 with 1x128 scales: 1.03125)."""
+    combine: ElementBytes = 2.0
+    """MoE combine all-to-all (BF16)."""
+    gemm: Literal["bf16", "fp8"] = "bf16"
+    """Which peak the GEMMs run at."""
+
+
+Overlap = float | Literal["auto"]
+
+
+class OverlapSettings(Frozen):
+    """Fraction phi of each dimension's communication that runs behind compute.
+
+    "auto" takes the documented default for the dimension (budget/step.py):
+    tp, cp, ep 0 (critical path); pp all but the pipeline fill and drain; dp all but
+    the first all-gather and last reduce-scatter of one unit. Hidden time never exceeds compute.
+    """
+
+    tp: Overlap = "auto"
+    cp: Overlap = "auto"
+    pp: Overlap = "auto"
+    dp: Overlap = "auto"
+    ep: Overlap = "auto"
+
+    @field_validator("tp", "cp", "pp", "dp", "ep")
+    @classmethod
+    def _fraction(cls, v: Overlap) -> Overlap:
+        if v != "auto" and not 0.0 <= float(v) <= 1.0:
+            raise ValueError(f"overlap fraction must be within [0, 1] or 'auto', got {v}")
+        return v
+
+
+class FlopsConvention(Frozen):
+    """Which FLOPs count as the model's (MFU) and how attention is counted."""
+
+    convention: Literal["6N", "causal", "noncausal"] = "causal"
+    """6N: Kaplan's 6 x parameters per token, no attention term; causal: Megatron's per-operator count
+    with half the score matrix; noncausal: the same with the full matrix (PaLM, nanoGPT)."""

@@ -1,0 +1,117 @@
+"""The model being trained: shapes that fix parameters, FLOPs and message sizes."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from stepbudget.enums import Activation
+from stepbudget.inputs._types import Count, Frozen
+
+
+class MLA(Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank Q and KV projections."""
+
+    q_lora_rank: int = Field(0, ge=0)
+    """Rank of the query compression; 0 means a full-rank query projection."""
+    kv_lora_rank: int = Field(gt=0)
+    """Rank of the joint key/value compression (512 in DeepSeek-V3)."""
+    qk_nope_head_dim: int = Field(gt=0)
+    """Per-head query/key width without rotary position (128 in DeepSeek-V3)."""
+    qk_rope_head_dim: int = Field(gt=0)
+    """Per-head decoupled rotary width (64 in DeepSeek-V3)."""
+    v_head_dim: int = Field(gt=0)
+    """Per-head value width (128 in DeepSeek-V3)."""
+
+
+class MoE(Frozen):
+    """Mixture-of-experts feed-forward layers."""
+
+    num_experts: int = Field(gt=0)
+    """Routed experts per MoE layer."""
+    top_k: int = Field(gt=0)
+    """Routed experts each token activates."""
+    expert_ffn_size: int = Field(gt=0)
+    """Intermediate width of one routed expert."""
+    shared_experts: int = Field(0, ge=0)
+    """Always-active shared experts per MoE layer (1 in DeepSeek-V3)."""
+    shared_ffn_size: int | None = Field(None, gt=0)
+    """Intermediate width of one shared expert; defaults to expert_ffn_size."""
+    first_dense_layers: int = Field(0, ge=0)
+    """Leading layers that keep a dense FFN (3 in DeepSeek-V3)."""
+    node_limit: int | None = Field(None, gt=0)
+    """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> "MoE":
+        if self.top_k > self.num_experts:
+            raise ValueError(
+                f"model.moe.top_k: top_k = {self.top_k} exceeds num_experts = {self.num_experts}; "
+                f"set top_k <= {self.num_experts}"
+            )
+        return self
+
+
+class Model(Frozen):
+    """Transformer shapes. Symbols in formulas: L, h, a, a_kv, d_ff, V, s."""
+
+    name: str = "model"
+    source: str = ""
+    """Where these shapes come from (paper, config file)."""
+    num_layers: int = Field(gt=0)
+    """Transformer layers L."""
+    hidden_size: int = Field(gt=0)
+    """Model width h."""
+    num_heads: int = Field(gt=0)
+    """Query heads a."""
+    num_kv_heads: int | None = Field(None, gt=0)
+    """Key/value heads (GQA); defaults to num_heads (MHA)."""
+    head_dim: int | None = Field(None, gt=0)
+    """Width of one head; defaults to hidden_size / num_heads."""
+    ffn_size: int = Field(gt=0)
+    """Dense MLP intermediate width d_ff (for MoE models: the dense layers' width)."""
+    activation: Activation = Activation.SWIGLU
+    """swiglu (three h x d_ff matrices) or gelu (two)."""
+    vocab_size: int = Field(gt=0)
+    """Vocabulary V (padded size if the model pads it)."""
+    seq_len: Count
+    """Training sequence length s in tokens."""
+    tied_embeddings: bool = False
+    """Whether the input embedding and the LM head share one matrix."""
+    mtp_layers: int = Field(0, ge=0)
+    """Multi-token-prediction modules (DeepSeek-V3: 1): each adds one layer and one LM head
+    to the FLOPs and one pipeline slot; their parameters are not counted (as in the 671B figure)."""
+    mla: MLA | None = None
+    """Latent attention shapes; replaces the GQA projections when set."""
+    moe: MoE | None = None
+    """Expert layers; a dense model leaves this empty."""
+
+    @model_validator(mode="after")
+    def _heads(self) -> "Model":
+        kv = self.num_kv_heads or self.num_heads
+        if self.num_heads % kv:
+            raise ValueError(
+                f"model.num_kv_heads: {self.num_heads} query heads cannot be grouped over {kv} KV heads; "
+                "use a divisor of num_heads"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"model.head_dim: hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}; "
+                "set head_dim explicitly"
+            )
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise ValueError(
+                f"model.moe.first_dense_layers: {self.moe.first_dense_layers} exceeds num_layers {self.num_layers}"
+            )
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.moe.first_dense_layers

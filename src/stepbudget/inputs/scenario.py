@@ -1,0 +1,213 @@
+"""A scenario is model + cluster + layout + batch: loaded from a preset or a file, overridden
+with --set, and checked as a whole. Every error names the field and the fix."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError, model_validator
+
+from stepbudget.enums import Schedule
+from stepbudget.inputs._types import Frozen
+from stepbudget.inputs.hardware import Cluster
+from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
+from stepbudget.inputs.model import Model
+
+DEFAULT_SCENARIO = "llama3-405b"
+
+
+class ScenarioError(ValueError):
+    """Bad input: the message is one line naming the field and the fix."""
+
+
+class Scenario(Frozen):
+    """One training job."""
+
+    name: str = "scenario"
+    description: str = ""
+    source: str = ""
+    """Where the numbers come from."""
+    model: Model
+    cluster: Cluster
+    layout: Layout
+    batch: Batch
+    precision: Precision = Precision()
+    overlap: OverlapSettings = OverlapSettings()
+    flops: FlopsConvention = FlopsConvention()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Scenario":
+        m, c, lay = self.model, self.cluster, self.layout
+        product = lay.tp * lay.cp * lay.pp * lay.dp
+        if product != c.gpus:
+            want_dp = c.gpus / (lay.tp * lay.cp * lay.pp)
+            fix = f"set layout.dp={int(want_dp)}" if want_dp.is_integer() else "change the degrees"
+            raise ValueError(
+                f"layout: tp*cp*pp*dp = {lay.tp}*{lay.cp}*{lay.pp}*{lay.dp} = {product} but cluster.gpus = {c.gpus}; "
+                f"{fix} or set cluster.gpus={product}"
+            )
+        if m.num_heads % lay.tp:
+            raise ValueError(f"layout.tp: {m.num_heads} attention heads are not divisible by tp = {lay.tp}; use a divisor")
+        if m.mla is None and m.kv_heads % lay.tp:
+            raise ValueError(f"layout.tp: {m.kv_heads} KV heads are not divisible by tp = {lay.tp}; use a divisor of {m.kv_heads}")
+        if lay.cp > 1 and m.seq_len % (2 * lay.cp):
+            raise ValueError(
+                f"layout.cp: seq_len {m.seq_len} must split into 2*cp = {2 * lay.cp} equal chunks for causal balance; "
+                "choose cp so that seq_len is divisible by 2*cp"
+            )
+        slots = m.num_layers + m.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
+        chunks = lay.pp * lay.virtual_stages
+        if slots % chunks:
+            raise ValueError(
+                f"layout.pp: {slots} layer slots are not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
+                "choose degrees that divide the layers (or count embedding/loss in the pipeline split)"
+            )
+        if m.moe is None and lay.ep > 1:
+            raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
+        if m.moe is not None:
+            if lay.ep > m.moe.num_experts or m.moe.num_experts % lay.ep:
+                raise ValueError(
+                    f"layout.ep: ep = {lay.ep} must divide the {m.moe.num_experts} experts; use a divisor of num_experts"
+                )
+            etp = lay.expert_tp_degree
+            if (lay.tp * lay.cp * lay.dp) % (lay.ep * etp):
+                raise ValueError(
+                    f"layout.ep: ep*expert_tp = {lay.ep}*{etp} must divide tp*cp*dp = {lay.tp * lay.cp * lay.dp}; "
+                    "expert ranks are taken from those"
+                )
+        seqs = self.global_batch_seqs
+        if seqs % (lay.dp * lay.micro_batch):
+            raise ValueError(
+                f"batch: {seqs} sequences per step are not divisible by dp*micro_batch = {lay.dp}*{lay.micro_batch}; "
+                "change the global batch, dp or layout.micro_batch"
+            )
+        if lay.schedule == Schedule.DUALPIPE and (seqs // (lay.dp * lay.micro_batch)) % 2:
+            raise ValueError("layout.schedule: DualPipe needs an even number of micro-batches per pipeline")
+        return self
+
+    @property
+    def global_batch_seqs(self) -> int:
+        b = self.batch
+        if b.global_batch_seqs is not None:
+            return b.global_batch_seqs
+        seqs, rest = divmod(b.global_batch_tokens, self.model.seq_len)
+        if rest:
+            raise ScenarioError(
+                f"batch.global_batch_tokens: {b.global_batch_tokens} tokens is not a whole number of "
+                f"{self.model.seq_len}-token sequences; use a multiple of seq_len"
+            )
+        return seqs
+
+
+# ---- loading ---------------------------------------------------------------------------
+
+_PRESETS = resources.files("stepbudget.inputs") / "presets"
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
+        first = str(e).strip().splitlines()[0]
+        raise ScenarioError(f"{where}: not valid {'TOML' if suffix == '.toml' else 'YAML'} ({first}); fix the syntax") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
+    return data
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The unvalidated mapping for a preset name or a YAML/TOML path, with ``base:`` resolved."""
+    if ref in _seen:
+        raise ScenarioError(f"base: presets refer to each other in a loop ({' -> '.join(_seen + (ref,))})")
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml", ".toml"):
+        if not path.is_file():
+            raise ScenarioError(f"scenario: file {ref!r} not found; give a preset name ({', '.join(preset_names())}) or a path")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ScenarioError(f"scenario: cannot read {ref!r} ({e.__class__.__name__}); check the file") from None
+        data = _read_text(text, path.suffix, ref)
+    else:
+        preset = _PRESETS / f"{ref}.yaml"
+        if not preset.is_file():
+            raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} or give a .yaml/.toml path")
+        data = _read_text(preset.read_text(encoding="utf-8"), ".yaml", ref)
+    base = data.pop("base", None)
+    if base is not None:
+        data = _deep_merge(raw_scenario(str(base), _seen + (ref,)), data)
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides; values are read as YAML scalars or lists."""
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ScenarioError(f"--set {item!r}: write section.field=value, e.g. --set layout.pp=8")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ScenarioError(f"--set {key}: {part!r} is a value, not a section; check the key")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+_SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flops", "scenario")
+
+
+def _one_line(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"
+    if err["type"] == "missing":
+        return f"{loc}: required field is missing; add it"
+    if msg.startswith(_SECTIONS):
+        return msg  # our own validators already name the field and the fix
+    value = err.get("input")
+    shown = f" (got {value!r})" if isinstance(value, (int, float, str)) else ""
+    return f"{loc or 'scenario'}: {msg}{shown}"
+
+
+def build(data: dict[str, Any]) -> Scenario:
+    """Validate a raw mapping into a Scenario, or raise ScenarioError with one line."""
+    try:
+        scenario = Scenario.model_validate(data)
+        scenario.global_batch_seqs  # noqa: B018 - checks tokens divide into sequences
+        return scenario
+    except ValidationError as e:
+        raise ScenarioError(_one_line(e)) from None
+
+
+def load(ref: str = DEFAULT_SCENARIO, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Load a preset or file, apply ``--set`` overrides, validate."""
+    return build(apply_overrides(raw_scenario(ref), list(overrides)))

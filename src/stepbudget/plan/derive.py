@@ -1,0 +1,177 @@
+"""Scenario -> Plan: everything the budget needs, as arrays.
+
+A single scenario is the 0-d case. A sweep passes arrays of layout values (``layouts``) and
+gets the same Plan with arrays of that shape: the budget code never knows the difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from stepbudget.budget.collectives import ALGORITHM_CODES
+from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.enums import Axis, CPKind, RateScope
+from stepbudget.inputs.scenario import Scenario
+from stepbudget.plan.flops import ModelCounts, model_counts
+from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
+from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+
+CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
+
+# layout fields a sweep may vary, with how to read each from a scenario
+LAYOUT_FIELDS = (
+    "tp", "cp", "pp", "dp", "ep", "expert_tp", "virtual_stages", "micro_batch",
+    "schedule", "dp_kind", "reshard_after_forward", "sequence_parallel", "recompute", "cp_kind",
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per-GPU quantities of one step. Array fields share one broadcast shape."""
+
+    scenario: Scenario
+    counts: ModelCounts
+    # degrees and choices
+    tp: np.ndarray
+    cp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    expert_tp: np.ndarray
+    v: np.ndarray
+    micro_batch: np.ndarray
+    schedule: np.ndarray
+    dp_kind: np.ndarray
+    reshard: np.ndarray
+    sequence_parallel: np.ndarray
+    recompute: np.ndarray
+    cp_kind: np.ndarray
+    # batch and work per GPU
+    microbatches: np.ndarray
+    """m: micro-batches each pipeline runs per step."""
+    tokens_per_step: float
+    layers_per_gpu: np.ndarray
+    """Transformer layers one GPU holds (L / pp), all chunks together."""
+    moe_layers_per_gpu: np.ndarray
+    params_dense_per_gpu: np.ndarray
+    """Non-expert parameters on one GPU (sharded by TP and PP)."""
+    params_expert_per_gpu: np.ndarray
+    """Routed-expert parameters on one GPU (sharded by EP, expert TP and PP)."""
+    dp_group: np.ndarray
+    """Ranks that reduce the non-expert gradients together: dp * cp."""
+    expert_dp_group: np.ndarray
+    """Ranks that reduce one expert's gradients: tp * cp * dp / (ep * expert_tp)."""
+    model_flops_per_gpu: np.ndarray
+    hardware_flops_per_gpu: np.ndarray
+    # the machine, per GPU
+    flops_rate: float
+    peak_flops: float
+    rate_scope: RateScope
+    nvlink_Bps: float
+    nic_Bps: float
+    hbm_Bps: float
+    # geometry: members per node and tier slow-down of each group
+    q: dict[str, np.ndarray] = field(default_factory=dict)
+    tier: dict[str, np.ndarray] = field(default_factory=dict)
+    dp_algorithm: np.ndarray = field(default_factory=lambda: np.asarray(0))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return np.shape(self.tp)
+
+
+def _code(value, table: Mapping[str, int]) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind in "iu":
+        return arr
+    return np.vectorize(lambda x: table[str(x)], otypes=[np.int64])(arr)
+
+
+def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
+    """The per-GPU plan of ``scenario``; ``layouts`` replaces layout fields with arrays (sweeps)."""
+    lay, model, cl = scenario.layout, scenario.model, scenario.cluster
+    base = {name: getattr(lay, name) for name in LAYOUT_FIELDS}
+    base["expert_tp"] = lay.expert_tp_degree
+    vals = {**base, **(layouts or {})}
+    if layouts and "expert_tp" not in layouts and "ep" in layouts and lay.expert_tp is None:
+        vals["expert_tp"] = np.where(np.asarray(layouts["ep"]) > 1, 1, vals["tp"])
+    arrays = np.broadcast_arrays(
+        *(np.asarray(vals[k]) for k in ("tp", "cp", "pp", "dp", "ep", "expert_tp", "virtual_stages", "micro_batch")),
+        _code(vals["schedule"], SCHEDULE_CODES),
+        _code(vals["dp_kind"], DP_KIND_CODES),
+        np.asarray(vals["reshard_after_forward"], bool),
+        np.asarray(vals["sequence_parallel"], bool),
+        _code(vals["recompute"], RECOMPUTE_CODES),
+        _code(vals["cp_kind"], CP_KIND_CODES),
+    )
+    tp, cp, pp, dp, ep, etp, v, mb, sched, dpk, reshard, sp, rec, cpk = arrays
+
+    counts = model_counts(model, scenario.flops.convention)
+    L = model.num_layers
+    seqs = scenario.global_batch_seqs
+    tokens = float(seqs * model.seq_len)
+    gpus = tp * cp * pp * dp
+
+    params_dense = counts.params_total - counts.params_routed_experts
+    recompute_extra = np.choose(
+        rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full")]
+    )
+    model_flops = counts.flops_per_token * tokens / gpus  # balanced split of the step's FLOPs
+    hw_flops = (counts.flops_per_token + recompute_extra) * tokens / gpus
+
+    peak = cl.peak_fp8 if scenario.precision.gemm == "fp8" else cl.gpu.peak_bf16_flops
+    rate = cl.achieved_flops or (cl.achieved_fraction or 1.0) * peak
+
+    g = cl.gpus_per_node
+    degrees = {Axis.TP: tp, Axis.CP: cp, Axis.PP: pp, Axis.DP: dp}
+    stride = strides(lay.order, degrees)
+    # expert ranks come from the non-PP ranks, contiguous up to the axes inside PP in the order
+    inside_pp = np.ones_like(tp)
+    for axis in lay.order[: lay.order.index(Axis.PP)]:
+        inside_pp = inside_pp * degrees[axis]
+    q_ep = np.clip(np.minimum(g, inside_pp) // etp, 1, ep)
+    q = {
+        "tp": members_per_node(tp, stride[Axis.TP], g),
+        "cp": members_per_node(cp, stride[Axis.CP], g),
+        "pp": np.where(stride[Axis.PP] < g, 2, 1),
+        # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply
+        "dp": np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g),
+        "ep": q_ep,
+        # one expert's replicas sit ep * expert_tp non-PP ranks apart
+        "expert_dp": members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp)),
+    }
+    tier = {
+        "tp": tier_slowdown(tp, stride[Axis.TP], cl.tiers, "ring"),
+        "cp": tier_slowdown(cp, stride[Axis.CP], cl.tiers, "ring"),
+        "pp": tier_slowdown(pp, stride[Axis.PP], cl.tiers, "ring"),
+        "dp": tier_slowdown(dp, stride[Axis.DP], cl.tiers, "ring"),
+        "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), cl.tiers, "all-to-all"),
+    }
+    return Plan(
+        scenario=scenario,
+        counts=counts,
+        tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, v=v, micro_batch=mb,
+        schedule=sched, dp_kind=dpk, reshard=reshard, sequence_parallel=sp, recompute=rec, cp_kind=cpk,
+        microbatches=seqs / (dp * mb),
+        tokens_per_step=tokens,
+        layers_per_gpu=L / pp,
+        moe_layers_per_gpu=model.moe_layers / pp,
+        params_dense_per_gpu=params_dense / (tp * pp),
+        params_expert_per_gpu=counts.params_routed_experts / (ep * etp * pp),
+        dp_group=dp * cp,
+        expert_dp_group=tp * cp * dp / (ep * etp),
+        model_flops_per_gpu=model_flops,
+        hardware_flops_per_gpu=hw_flops,
+        flops_rate=float(rate),
+        peak_flops=float(cl.gpu.peak_bf16_flops),
+        rate_scope=cl.rate_scope,
+        nvlink_Bps=cl.nvlink_Bps * cl.nvlink_efficiency,
+        nic_Bps=cl.nic_Bps_per_gpu * cl.nic_efficiency,
+        hbm_Bps=cl.gpu.hbm_Bps,
+        q=q,
+        tier=tier,
+        dp_algorithm=np.asarray(ALGORITHM_CODES[lay.dp_ring]),
+    )

@@ -1,0 +1,248 @@
+"""Memory per GPU: model states and activations (formulas.md 5, recompute as in 2.5).
+
+Every function is one formula over numpy arrays: the arguments broadcast against each
+other once, at the door, and the result has the broadcast shape (0-d for scalar inputs).
+Closed choices travel as integer codes (``DP_KIND_CODES``, ``RECOMPUTE_CODES``) so a sweep
+can carry them as ``int`` arrays; a ``DataParallel`` / ``Recompute`` value or its string
+is accepted wherever a code is. All results are in bytes (1 GB = 1e9 bytes).
+
+Symbols (formulas.md 0 and 5):
+
+| symbol | meaning | unit |
+|---|---|---|
+| ``psi`` (Psi) | parameters of one GPU's model shard, after TP/PP/EP sharding | params |
+| ``d`` | data-parallel degree (ZeRO's N_d) | - |
+| ``K`` | optimizer bytes per parameter (12 for mixed-precision Adam) | bytes/param |
+| ``s`` | sequence length | tokens |
+| ``b`` | micro-batch size | sequences |
+| ``h`` | hidden size | elements |
+| ``a`` | attention heads | - |
+| ``t`` | tensor-parallel degree | - |
+| ``p`` | pipeline-parallel degree | - |
+| ``V`` | vocabulary size | tokens |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from stepbudget.enums import DataParallel, Recompute
+
+__all__ = [
+    "DP_KIND_CODES",
+    "RECOMPUTE_CODES",
+    "MASTER_WEIGHT_BYTES",
+    "ModelState",
+    "dp_kind_code",
+    "recompute_code",
+    "model_state_bytes",
+    "activation_bytes_per_layer",
+    "activation_bytes_first_stage",
+    "embedding_activation_bytes",
+    "logits_activation_bytes",
+    "activation_bytes_extras",
+]
+
+DP_KIND_CODES: dict[DataParallel, int] = {
+    DataParallel.DDP: 0,
+    DataParallel.ZERO1: 1,
+    DataParallel.ZERO2: 2,
+    DataParallel.ZERO3: 3,
+    DataParallel.FSDP: 4,
+}
+"""Integer code of each data-parallel kind, for sweeps that carry it as an int array."""
+
+RECOMPUTE_CODES: dict[Recompute, int] = {
+    Recompute.NONE: 0,
+    Recompute.SELECTIVE: 1,
+    Recompute.FULL: 2,
+}
+"""Integer code of each recompute mode, for sweeps that carry it as an int array."""
+
+MASTER_WEIGHT_BYTES = 4
+"""FP32 master copy of a parameter inside ZeRO's K = 12 (master 4 + Adam momentum 4 + variance 4)."""
+
+# What each data-parallel kind shards over the d ranks, indexed by DP_KIND_CODES [ZeRO] §5.
+_SHARDS_OPTIMIZER = np.array([False, True, True, True, True])  # P_os: ZeRO-1 and up, FSDP
+_SHARDS_GRADS = np.array([False, False, True, True, True])  # P_g: ZeRO-2 and up, FSDP
+_SHARDS_PARAMS = np.array([False, False, False, True, True])  # P_p: ZeRO-3, FSDP
+
+
+def _codes(value, enum: type[StrEnum], table: dict) -> np.ndarray:
+    """Integer code array of ``value`` (an enum member, its string, an int code, or an array of these)."""
+
+    def of_name(name: str) -> int:
+        try:
+            return table[enum(name)]
+        except ValueError:
+            raise ValueError(f"unknown {enum.__name__} {name!r}; use one of {[str(e) for e in enum]}") from None
+
+    if isinstance(value, str):
+        return np.asarray(of_name(value))
+    codes = np.asarray(value)
+    if codes.dtype.kind in "OUS":
+        codes = np.vectorize(of_name, otypes=[np.int64])(codes)
+    if codes.dtype.kind not in "iu" or np.any((codes < 0) | (codes >= len(table))):
+        raise ValueError(f"{enum.__name__} codes must be integers in 0..{len(table) - 1}, got {value!r}")
+    return codes
+
+
+def dp_kind_code(dp_kind) -> np.ndarray:
+    """Integer code array of a ``DataParallel`` value, its string, or an int code array."""
+    return _codes(dp_kind, DataParallel, DP_KIND_CODES)
+
+
+def recompute_code(recompute) -> np.ndarray:
+    """Integer code array of a ``Recompute`` value, its string, or an int code array."""
+    return _codes(recompute, Recompute, RECOMPUTE_CODES)
+
+
+# --- model states ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """Model-state bytes per GPU; every field is an array of the broadcast input shape."""
+
+    params: np.ndarray
+    """Bytes of the parameters this GPU keeps between steps (a 1/d shard under ZeRO-3/FSDP)."""
+    grads: np.ndarray
+    """Bytes of the gradients (a 1/d shard under ZeRO-2/3/FSDP)."""
+    optimizer: np.ndarray
+    """Bytes of optimizer state, FP32 master copy included (a 1/d shard under ZeRO-1 and up)."""
+    gathered: np.ndarray
+    """Bytes of unsharded parameters of the layers being gathered (ZeRO-3/FSDP only, else 0)."""
+    total: np.ndarray
+    """Sum of the four fields."""
+
+
+def model_state_bytes(
+    psi,
+    dp,
+    dp_kind,
+    grad_bytes=2,
+    param_bytes=2,
+    optimizer_bytes=12,
+    master_weights=True,
+    *,
+    layer_params=0,
+    gathered_layers=2,
+) -> ModelState:
+    """Parameters, gradients and optimizer state per GPU, in bytes (formulas.md 5.1).
+
+    ``psi``: parameters of this GPU's shard after TP/PP/EP (params). ``dp``: data-parallel
+    degree. ``dp_kind``: ``DataParallel`` value or code array. ``grad_bytes``,
+    ``param_bytes``: bytes per element (Megatron and Llama 3 keep FP32 gradients: 4).
+    ``optimizer_bytes``: ZeRO's K, bytes per parameter the optimizer keeps, with the FP32
+    master copy when ``master_weights`` (12 = 4 master + 4 + 4 Adam moments; DeepSeek-V3's
+    BF16 moments: 8). ``master_weights=False`` takes ``MASTER_WEIGHT_BYTES`` out of K, for
+    parameters that are their own master (FP32 training). ``layer_params``: parameters of
+    one layer of this GPU's shard, unsharded over DP; ``gathered_layers``: layers whose
+    full parameters ZeRO-3/FSDP keep gathered at once (2 with prefetch; set it to the
+    stage's layers for FSDP without reshard-after-forward, as in Llama 3).
+
+    Ignores transient buffers: gradient buckets before their reduce-scatter, the
+    all-gather of the optimizer step's output, allocator fragmentation.
+    Shape: all arguments broadcast.
+    """
+    code = dp_kind_code(dp_kind)
+    Psi, d, w_g, w_p, K, master, L_g, psi_layer = (
+        np.asarray(x, dtype=float)
+        for x in (psi, dp, grad_bytes, param_bytes, optimizer_bytes, master_weights, gathered_layers, layer_params)
+    )
+    code, Psi, d, w_g, w_p, K, master, L_g, psi_layer = np.broadcast_arrays(
+        code, Psi, d, w_g, w_p, K, master, L_g, psi_layer
+    )
+    K = K - (1 - master) * MASTER_WEIGHT_BYTES  # no master copy: the parameters are the master
+    shard_os, shard_g, shard_p = _SHARDS_OPTIMIZER[code], _SHARDS_GRADS[code], _SHARDS_PARAMS[code]
+    params = w_p * Psi / np.where(shard_p, d, 1)  # P_p: ZeRO-3 / FSDP, [ZeRO] §5.3
+    grads = w_g * Psi / np.where(shard_g, d, 1)  # P_g: ZeRO-2 and up, [ZeRO] §5.2
+    optimizer = K * Psi / np.where(shard_os, d, 1)  # P_os: ZeRO-1 and up, [ZeRO] §5.1
+    gathered = np.where(shard_p, L_g * psi_layer * w_p, 0.0)  # all-gather output buffers, formulas.md 5.1
+    return ModelState(params, grads, optimizer, gathered, params + grads + optimizer + gathered)
+
+
+# --- activations ----------------------------------------------------------------------------
+
+
+def activation_bytes_per_layer(s, b, h, a, t, sp, recompute=Recompute.NONE, flash=False) -> np.ndarray:
+    """Activation bytes one transformer layer stores for one micro-batch (Korthikanti22 Table 2).
+
+    BF16 activations and 1-byte dropout masks of a GPT layer (MHA, 4h GeLU MLP); the
+    coefficients 34 and 5as/h are that layer's. ``sp``: sequence parallelism (bool array),
+    ``recompute``: ``Recompute`` value or code array, ``flash``: FlashAttention (bool array),
+    which never stores the s x s scores and so removes the ``5as/h`` term (it keeps
+    O(bas) softmax statistics, ignored here). Full recompute keeps the layer input only,
+    sharded over ``t`` with SP. Shape: all arguments broadcast.
+    """
+    code, s, b, h, a, t, sp, flash = np.broadcast_arrays(
+        recompute_code(recompute), *(np.asarray(x, dtype=float) for x in (s, b, h, a, t)), np.asarray(sp, bool),
+        np.asarray(flash, bool),
+    )
+    sbh = s * b * h
+    outside_tp = np.where(sp, 1 / t, 1.0)  # layer norms, dropouts: replicated over TP unless SP, §4.2.2
+    keeps_scores = (code == RECOMPUTE_CODES[Recompute.NONE]) & ~flash  # selective recompute / flash drop them
+    stored = sbh * (
+        10 * outside_tp  # LN inputs 4, QKV and MLP inputs 4, two dropout masks 2: §4.1, §4.2.1
+        + 24 / t  # Q K V 6, projection input 2, GeLU input 8 and output 8: §4.1
+        + keeps_scores * 5 * a * s / (h * t)  # softmax 2 + dropout mask 1 + dropout output 2 bytes per score
+    )
+    full = 2 * sbh * outside_tp  # full recompute: the layer's BF16 input only, Table 2
+    return np.where(code == RECOMPUTE_CODES[Recompute.FULL], full, stored)
+
+
+def activation_bytes_first_stage(per_layer, layers_per_stage, inflight) -> np.ndarray:
+    """Activation bytes the first pipeline stage holds at its peak.
+
+    ``per_layer``: bytes of one layer for one micro-batch (``activation_bytes_per_layer``);
+    ``layers_per_stage``: ``L/p``; ``inflight``: micro-batches' worth in flight
+    (``budget.pipeline.inflight_microbatches``). 1F1B with ``m >= p`` gives ``L`` layers'
+    worth, Korthikanti22 Eq. 5. Shape: all arguments broadcast.
+    """
+    per_layer, layers, inflight = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (per_layer, layers_per_stage, inflight))
+    )
+    return per_layer * layers * inflight
+
+
+def embedding_activation_bytes(s, b, h, t, sp, inflight) -> np.ndarray:
+    """Embedding-output dropout masks on the first stage: 1 byte x sbh (/t with SP) per in-flight micro-batch.
+
+    Korthikanti22 §4.3 gives ``sbhp/t`` for 1F1B, whose first stage holds ``p`` micro-batches.
+    Shape: all arguments broadcast.
+    """
+    s, b, h, t, inflight, sp = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (s, b, h, t, inflight)), np.asarray(sp, bool)
+    )
+    return s * b * h * np.where(sp, 1 / t, 1.0) * inflight  # 1-byte mask, Korthikanti22 §4.3
+
+
+def logits_activation_bytes(s, b, h, vocab_size, t, sp) -> np.ndarray:
+    """Output-layer activations of one micro-batch on the last stage, in bytes.
+
+    Final layer norm input and output-projection input, 2 bytes each (``4sbh``, /t with SP),
+    and FP32 logits ``4sbV/t`` (vocabulary-parallel output layer), Korthikanti22 §4.3.
+    Shape: all arguments broadcast.
+    """
+    s, b, h, V, t, sp = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (s, b, h, vocab_size, t)), np.asarray(sp, bool)
+    )
+    return (
+        4 * s * b * h * np.where(sp, 1 / t, 1.0)  # LN input + projection input, BF16
+        + 4 * s * b * V / t  # FP32 logits split over the vocabulary-parallel ranks
+    )
+
+
+def activation_bytes_extras(s, b, h, vocab_size, t, p, sp, inflight) -> np.ndarray:
+    """Activation bytes on the first stage outside the transformer layers.
+
+    Embedding dropout masks for every in-flight micro-batch, plus the output layer and FP32
+    logits when ``p = 1`` (the first stage is also the last): Korthikanti22 §4.3,
+    ``sbhL/t (p/L + delta_{p=1} 4/L (1 + V/h))``. Shape: all arguments broadcast.
+    """
+    embedding = embedding_activation_bytes(s, b, h, t, sp, inflight)
+    logits = logits_activation_bytes(s, b, h, vocab_size, t, sp)
+    return embedding + np.where(np.asarray(p) == 1, logits, 0.0)

@@ -1,0 +1,133 @@
+"""Budget -> JSON-ready dict and rich tables. Shared by the CLI, the report and the web panels.
+No arithmetic here beyond formatting and sums the budget already defines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+
+from stepbudget.budget.step import DIMS, Budget
+from stepbudget.inputs.scenario import Scenario
+from stepbudget.units import fmt_bytes, fmt_flop, fmt_flops, fmt_rate, fmt_time
+
+
+def _num(x) -> float | None:
+    v = float(np.asarray(x))
+    return v if math.isfinite(v) else None
+
+
+def layout_label(sc: Scenario) -> str:
+    lay = sc.layout
+    degrees = " ".join(f"{a.upper()}{getattr(lay, a)}" for a in ("tp", "cp", "pp", "dp", "ep") if a != "ep" or lay.ep > 1)
+    sched = lay.schedule.value + (f" v{lay.virtual_stages}" if lay.virtual_stages > 1 else "")
+    dp = lay.dp_kind.value + ("" if lay.dp_kind.value not in ("fsdp", "zero3") or lay.reshard_after_forward else " no-reshard")
+    return f"{degrees} · {sched} · {dp} · micro-batch {lay.micro_batch}"
+
+
+def budget_dict(budget: Budget) -> dict:
+    """The `budget --json` object (keys documented in the README). 0-d budgets only."""
+    p, sc = budget.plan, budget.plan.scenario
+    rows = []
+    for x, exposed in zip(budget.exchanges, budget.exposed_s):
+        if float(x.calls) <= 0:
+            continue
+        rows.append({
+            "dim": x.dim.value, "collective": x.collective.value, "what": x.what,
+            "group": int(x.group), "message_bytes": _num(x.message_bytes), "calls": _num(x.calls),
+            "bytes_per_gpu": _num(x.bytes_per_gpu), "nic_bytes": _num(x.nic_bytes),
+            "nvlink_bytes": _num(x.nvlink_bytes), "link": str(x.link), "critical_path": x.critical,
+            "bandwidth_s": _num(x.bandwidth_s), "time_s": _num(x.time_s), "exposed_s": _num(exposed),
+        })
+    return {
+        "scenario": sc.name,
+        "gpus": sc.cluster.gpus,
+        "layout": {k: getattr(sc.layout, k) for k in ("tp", "cp", "pp", "dp", "ep")}
+        | {"virtual_stages": sc.layout.virtual_stages, "schedule": sc.layout.schedule.value,
+           "dp_kind": sc.layout.dp_kind.value, "micro_batch": sc.layout.micro_batch},
+        "tokens_per_step": p.tokens_per_step,
+        "microbatches": _num(p.microbatches),
+        "flops_convention": sc.flops.convention,
+        "rate_flops": p.flops_rate,
+        "rate_scope": p.rate_scope.value,
+        "flops_per_gpu": _num(budget.flops_per_gpu),
+        "model_flops_per_gpu": _num(p.model_flops_per_gpu),
+        "compute_s": _num(budget.compute_s),
+        "bubble_s": _num(budget.bubble_s),
+        "bubble_in_rate": budget.bubble_in_rate,
+        "comm_s": _num(budget.comm_s),
+        "exposed_comm_s": _num(budget.exposed_comm_s),
+        "step_s": _num(budget.step_s),
+        "mfu": _num(budget.mfu),
+        "hfu": _num(budget.hfu),
+        "comm_share": _num(budget.comm_share),
+        "exposed_share": _num(budget.exposed_share),
+        "bytes": {k: _num(v) for k, v in budget.link_bytes().items()},
+        "intensity": {k: _num(v) for k, v in budget.intensity.items()},
+        "balance": {k: _num(v) for k, v in budget.balance.items()},
+        "by_dim": {
+            d.value: {f: _num(budget.by_dim(f)[d.value]) for f in ("bytes_per_gpu", "nic_bytes", "time_s", "exposed_s")}
+            for d in DIMS
+        },
+        "exchanges": rows,
+    }
+
+
+def summary_table(budget: Budget) -> Table:
+    d = budget_dict(budget)
+    sc = budget.plan.scenario
+    t = Table(title=f"{sc.name}: {sc.cluster.gpus:,} GPUs · {layout_label(sc)}", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_column(style="dim")
+    rate_note = (
+        "measured whole-step rate: bubble and critical-path exchanges inside it"
+        if budget.bubble_in_rate else "kernel rate: bubble and exposed exchanges added"
+    )
+    t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
+    t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
+    t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
+              ("inside the rate, not added" if budget.bubble_in_rate else f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"))
+    t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
+    t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step")
+    t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
+    t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
+    return t
+
+
+def exchanges_table(budget: Budget) -> Table:
+    """The chapter's "Bytes per GPU, by dimension", one row per collective kind."""
+    t = Table(title="Bytes per GPU per step, by dimension", title_justify="left")
+    for col, just in (("dim", "left"), ("collective", "left"), ("group", "right"),
+                      ("message", "right"), ("calls", "right"), ("bytes/GPU", "right"), ("on NIC", "right"),
+                      ("on NVLink", "right"), ("time", "right"), ("exposed", "right")):
+        t.add_column(col, justify=just)
+    for r in budget_dict(budget)["exchanges"]:
+        t.add_row(
+            r["dim"].upper(), f"{r['collective']} {r['what']}", f"{r['group']:,}", fmt_bytes(r["message_bytes"]),
+            f"{r['calls']:,.4g}", fmt_bytes(r["bytes_per_gpu"]), fmt_bytes(r["nic_bytes"]),
+            fmt_bytes(r["nvlink_bytes"]), fmt_time(r["time_s"]),
+            Text(fmt_time(r["exposed_s"]), style="red" if r["exposed_s"] > 1e-3 * budget.step_s else ""),
+        )
+    return t
+
+
+def roofline_table(budget: Budget) -> Table:
+    """Intensity (FLOP per byte moved) against each link's balance point."""
+    d = budget_dict(budget)
+    p = budget.plan
+    rates = {"nic": p.nic_Bps, "nvlink": p.nvlink_Bps, "hbm": p.hbm_Bps}
+    t = Table(title="Roofline: FLOP per byte against the balance point", title_justify="left")
+    for col in ("link", "bandwidth/GPU", "bytes/step", "FLOP/B", "balance", "verdict"):
+        t.add_column(col, justify="left" if col in ("link", "verdict") else "right")
+    for k in ("nic", "nvlink", "hbm"):
+        inten, bal = d["intensity"][k], d["balance"][k]
+        if inten is None:
+            t.add_row(k, fmt_rate(rates[k]), fmt_bytes(0), "-", f"{bal:,.0f}", "unused")
+            continue
+        ok = inten >= bal
+        t.add_row(k, fmt_rate(rates[k]), fmt_bytes(d["bytes"][k]), f"{inten:,.0f}", f"{bal:,.0f}",
+                  Text("compute-bound" if ok else f"link-bound ({bal / inten:.1f}x short)", style="green" if ok else "red"))
+    return t
