@@ -74,7 +74,6 @@ def call_cost(
     at the network latency (formulas.md 1.6).
     """
     S, n, q, algorithm = (np.asarray(x, dtype=float) for x in (S, n, q, algorithm))
-    S, n, q, algorithm = np.broadcast_arrays(S, n, q, algorithm)
     nodes = n / q
     spans = nodes > 1
     total = ring_factor(collective, n) * S
@@ -102,10 +101,11 @@ def call_cost(
 
     flat_nv = np.where(spans, 0.0, total)  # flat ring: every neighbour on another node (the chapter's case)
     flat_nic = np.where(spans, total, 0.0)
-    nvlink = np.select([algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK], [flat_nv, t_nv, i_nv], h_nv)
-    nic = np.select([algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK], [flat_nic, t_nic, i_nic], h_nic)
+    is_flat, is_tree, is_innet = algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK
+    nvlink = np.where(is_flat, flat_nv, np.where(is_tree, t_nv, np.where(is_innet, i_nv, h_nv)))
+    nic = np.where(is_flat, flat_nic, np.where(is_tree, t_nic, np.where(is_innet, i_nic, h_nic)))
     nic = np.where(spans, nic, 0.0)
-    bytes_per_gpu = np.where(algorithm == TREE, np.where(collective == Collective.ALL_REDUCE, 2 * S, total), total)
+    bytes_per_gpu = np.where(is_tree & (collective == Collective.ALL_REDUCE), 2 * S, total)
 
     bandwidth_s = np.maximum(nvlink / nvlink_Bps, nic / nic_Bps)
 
@@ -116,7 +116,5 @@ def call_cost(
     tree_lat = 2 * ((q - 1) * nvlink_latency_s + np.log2(np.maximum(nodes, 1)) * nic_latency_s)
     innet_lat = nvlink_latency_s + np.where(spans, nic_latency_s, 0.0)
     is_ar = collective == Collective.ALL_REDUCE
-    latency_s = np.select(
-        [(algorithm == TREE) & is_ar, (algorithm == IN_NETWORK) & is_ar], [tree_lat, innet_lat], ring_lat
-    )
+    latency_s = np.where(is_tree & is_ar, tree_lat, np.where(is_innet & is_ar, innet_lat, ring_lat))
     return CallCost(bytes_per_gpu, nvlink, nic, bandwidth_s, latency_s)

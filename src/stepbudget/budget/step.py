@@ -98,7 +98,7 @@ def _phi(setting, default) -> np.ndarray:
 
 def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> list[np.ndarray]:
     ov = plan.scenario.overlap
-    units = np.maximum(plan.layers_per_gpu, 1)
+    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
     hidden = []
     for x in xs:
         T = x.time_s

@@ -48,10 +48,13 @@ class Exchange:
 
 def _exchange(plan: Plan, dim: Axis, coll: Collective, what: str, critical: bool, group, S, calls, q, tier,
               algorithm=HIERARCHICAL) -> Exchange:
+    calls = np.where(np.asarray(group) > 1, calls, 0.0)
+    if not np.any(calls):  # the dimension is off everywhere: skip the arithmetic, same result
+        zero = np.zeros(np.broadcast_shapes(np.shape(calls), plan.shape))
+        return Exchange(dim, coll, what, critical, np.asarray(group), zero, zero, zero, zero, zero, zero, zero, zero)
     c = plan.scenario.cluster
     cost = call_cost(coll, S, group, q, algorithm, plan.nvlink_Bps, plan.nic_Bps / tier,
                      c.nvlink_latency_s, c.nic_latency_s)
-    calls = np.where(np.asarray(group) > 1, calls, 0.0)
     return Exchange(
         dim=dim, collective=coll, what=what, critical=critical,
         group=np.asarray(group), message_bytes=np.asarray(S, dtype=float) * (calls > 0), calls=calls,
@@ -112,7 +115,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
                          group=np.where(p > 1, 2, 1), S=S_pp, calls=2 * mbs * v, q=plan.q["pp"], tier=plan.tier["pp"]))
 
     # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per layer (FSDP unit / bucket)
-    units = np.maximum(plan.layers_per_gpu, 1)
+    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
     alg = plan.dp_algorithm
     for label, psi, group, q in (
         ("", plan.params_dense_per_gpu, plan.dp_group, plan.q["dp"]),

@@ -14,7 +14,7 @@ from pydantic import ValidationError, model_validator
 
 from stepbudget.enums import Schedule
 from stepbudget.inputs._types import Frozen
-from stepbudget.inputs.hardware import Cluster
+from stepbudget.inputs.hardware import Cluster, gpu_presets
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
 from stepbudget.inputs.model import Model
 
@@ -171,6 +171,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = key.split(".")
         for part in parts[:-1]:
             child = node.get(part)
+            if part == "gpu" and isinstance(child, str) and child in gpu_presets():
+                child = node[part] = dict(gpu_presets()[child])  # edit a field of a named GPU
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):

@@ -84,6 +84,8 @@ class Plan:
 
 
 def _code(value, table: Mapping[str, int]) -> np.ndarray:
+    if isinstance(value, str):  # one scenario: a plain look-up
+        return np.asarray(table[value])
     arr = np.asarray(value)
     if arr.dtype.kind in "iu":
         return arr

@@ -1,0 +1,120 @@
+"""The budget over arrays, invariants of the step, and the overlap model."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stepbudget as sb
+from stepbudget.enums import Axis
+
+from _util import rows
+
+KERNEL = ["cluster.rate_scope=kernel"]
+
+
+def one(name, *sets):
+    return sb.estimate(sb.derive(sb.load(name, list(sets))))
+
+
+@pytest.mark.parametrize("shape", [(), (2,), (2, 3)])
+def test_arrays_match_the_scalar_path(shape):
+    sc = sb.load("llama3-405b", KERNEL)
+    pp = np.resize(np.array([16, 8, 4, 16, 8, 2]), shape) if shape else np.array(8)
+    tp = np.resize(np.array([8, 8, 4, 4, 2, 8]), shape) if shape else np.array(4)
+    dp = 16384 // (pp * tp)
+    many = sb.estimate(sb.derive(sc, {"pp": pp, "tp": tp, "dp": dp}))
+    assert np.shape(many.step_s) == shape
+    for i in np.ndindex(shape):
+        single = one("llama3-405b", *KERNEL, f"layout.pp={pp[i]}", f"layout.tp={tp[i]}", f"layout.dp={dp[i]}")
+        assert float(many.step_s[i]) == pytest.approx(float(single.step_s), rel=1e-12)
+        assert float(many.mfu[i]) == pytest.approx(float(single.mfu), rel=1e-12)
+        assert float(many.link_bytes()["nic"][i]) == pytest.approx(float(single.link_bytes()["nic"]), rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(nic=st.sampled_from(["100Gb/s", "200Gb/s", "400Gb/s", "800Gb/s"]), factor=st.sampled_from([1.5, 2, 4]),
+       preset=st.sampled_from(["llama3-405b", "hpn-gpt3-175b", "megascale-175b", "deepseek-v3", "megascale-moe-352b"]))
+def test_a_faster_nic_is_never_slower(nic, factor, preset):
+    from stepbudget.units import parse
+    slow = one(preset, *KERNEL, f"cluster.nic_Bps={nic}")
+    fast = one(preset, *KERNEL, f"cluster.nic_Bps={parse(nic, 'rate') * factor}")
+    assert float(fast.step_s) <= float(slow.step_s) * (1 + 1e-12)
+
+
+def test_exposed_never_exceeds_time_and_hidden_never_exceeds_compute():
+    for preset in sb.preset_names():
+        b = one(preset, *KERNEL)
+        hidden = 0.0
+        for x, e in zip(b.exchanges, b.exposed_s):
+            assert -1e-12 <= float(e) <= float(x.time_s) + 1e-12
+            hidden += float(x.time_s - e)
+        assert hidden <= float(b.compute_s) * (1 + 1e-9)
+
+
+def test_overlap_fraction_hides_phi_of_the_time():
+    # formulas.md 6.1: exposed = T - min(phi T, W)
+    b0 = one("megascale-175b", "overlap.tp=0")
+    b1 = one("megascale-175b", "overlap.tp=0.75")
+    for x0, e0, e1 in zip(b0.exchanges, b0.exposed_s, b1.exposed_s):
+        if x0.dim == Axis.TP and float(x0.calls) > 0:
+            assert float(e0) == pytest.approx(float(x0.time_s))
+            assert float(e1) == pytest.approx(0.25 * float(x0.time_s))
+
+
+def test_pure_dp_cannot_be_hidden():
+    # 5.4: when T_comm > T_comp no overlap saves you: at most T_comp is hidden
+    b = one("llama3-405b-puredp", "overlap.dp=1.0")
+    assert float(b.exposed_comm_s) == pytest.approx(float(b.comm_s - b.compute_s))
+
+
+def test_interleaving_divides_the_bubble(budget_of):
+    b1 = one("llama3-405b", *KERNEL, "layout.schedule=1f1b", "layout.virtual_stages=1")
+    b4 = one("llama3-405b", *KERNEL)
+    assert float(b1.bubble_s) == pytest.approx(15 / 16 * float(b1.compute_s))  # (p-1)/m
+    assert float(b4.bubble_s) == pytest.approx(float(b1.bubble_s) / 4)
+
+
+def test_rank_order_moves_dp_onto_nvlink():
+    # DP innermost: 8 DP peers share the node, 1/8 of the bytes go to each NIC
+    b = one("llama3-405b", "layout.order=[dp, tp, cp, pp]")
+    for x in rows(b, Axis.DP):
+        assert float(x.nvlink_bytes) > 0
+    for x in rows(b, Axis.TP):
+        assert x.link == "nic"  # and TP now spans nodes
+
+
+def test_sequence_parallel_keeps_tp_bytes():
+    # Korthikanti 4.2.2: RS + AG moves what the all-reduce moved
+    sp = sum(float(x.bytes_per_gpu) for x in rows(one("hpn-gpt3-175b", "layout.sequence_parallel=true"), Axis.TP))
+    ar = sum(float(x.bytes_per_gpu) for x in rows(one("hpn-gpt3-175b"), Axis.TP))
+    assert sp == pytest.approx(ar)
+
+
+def test_fsdp_reshard_gathers_twice():
+    # formulas.md 3.4: (d-1)/d Psi (2 w_p + w_g) with reshard, (w_p + w_g) without
+    no = sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", "precision.grads=bf16"), Axis.DP))
+    re = sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", "precision.grads=bf16", "layout.reshard_after_forward=true"), Axis.DP))
+    assert re / no == pytest.approx(1.5)
+
+
+def test_moe_adds_an_all_to_all_in_every_moe_layer():
+    b = one("deepseek-v3")
+    ep = rows(b, Axis.EP)
+    assert {x.what for x in ep} == {"tokens (dispatch)", "tokens (combine)"}
+    for x in ep:
+        # dispatch + combine, forward and backward, per MoE layer per micro-batch
+        assert float(x.calls) == pytest.approx(2 * 58 / 16 * float(b.plan.microbatches))
+    # node-limited routing: at most 4 nodes' worth of each token crosses the NIC
+    d = next(x for x in ep if "dispatch" in x.what)
+    token_bytes = 4096 * 7168 * 1.03125 * float(d.calls)
+    assert float(d.nic_bytes) <= 4 * token_bytes * (1 - 1 / 8) + 1
+
+
+def test_cp_all_gather_of_kv():
+    # Llama 3 long context: CP16 all-gathers K,V of the whole sequence per layer
+    b = one("llama3-405b", "model.seq_len=131072", "layout.cp=16", "layout.dp=8", "batch.global_batch_tokens=16777216")
+    ag = next(x for x in rows(b, Axis.CP) if x.collective.value == "all-gather")
+    kv = 2 * 131072 * (8 * 128 / 8) * 2  # K and V, 8 KV heads of 128 split over TP 8, BF16
+    assert float(ag.message_bytes) == pytest.approx(kv)
+    assert float(ag.calls) == pytest.approx(126 / 16 * float(b.plan.microbatches))  # one per layer pass

@@ -1,0 +1,90 @@
+"""Each bad input: exit code 2, one line on stderr naming the field and the fix, no traceback."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from stepbudget.cli import app
+
+runner = CliRunner()
+
+
+def fails(*args):
+    r = runner.invoke(app, list(args))
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    err = r.stderr.strip()
+    assert "Traceback" not in r.output and "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+CASES = [
+    # (args, words the message must contain)
+    (("--set", "layout.dp=64"), ["layout", "16384", "layout.dp=128"]),
+    (("--set", "layout.tp=3", "--set", "cluster.gpus=6144"), ["layout.tp", "heads", "3"]),
+    (("--set", "layout.tp=16", "--set", "cluster.gpus=32768"), ["layout.tp", "KV heads", "16"]),
+    (("--set", "layout.cp=2", "--set", "layout.dp=64", "--set", "model.seq_len=8194"), ["layout.cp", "2*cp"]),
+    (("--set", "layout.pp=12", "--set", "cluster.gpus=12288"), ["layout.pp", "not divisible", "12"]),
+    (("--set", "layout.micro_batch=3"), ["batch", "dp*micro_batch", "micro_batch"]),
+    (("--set", "model.hidden_size=0"), ["model.hidden_size", "greater than 0"]),
+    (("--set", "layout.tp=-1"), ["layout.tp", "greater than or equal to 1"]),
+    (("--set", "cluster.nic_Bps=0"), ["cluster.nic_Bps", "greater than 0"]),
+    (("--set", "cluster.nic_Bps=400Gbx"), ["cluster.nic_Bps", "400Gb/s"]),
+    (("--set", "cluster.gpu.hbm_bytes=lots"), ["cluster.gpu.hbm_bytes", "141GB"]),
+    (("--set", "layout.foo=1"), ["layout.foo", "unknown field"]),
+    (("--set", "layout.schedule=zigzag"), ["layout.schedule", "1f1b"]),
+    (("--set", "layoutpp"), ["--set", "section.field=value"]),
+    (("--set", "batch.global_batch_tokens=16777000"), ["batch.global_batch_tokens", "seq_len"]),
+    (("--set", "cluster.gpu=tpu9"), ["cluster.gpu", "h100-sxm"]),
+]
+
+
+@pytest.mark.parametrize("args, words", CASES)
+def test_bad_layout_and_values(args, words):
+    err = fails("budget", "llama3-405b", *args)
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.mark.parametrize(
+    "sets, words",
+    [
+        (("layout.ep=48",), ["layout.ep", "divide", "256"]),
+        (("layout.ep=512",), ["layout.ep", "256"]),
+        (("model.moe.top_k=300",), ["model.moe.top_k", "num_experts"]),
+    ],
+)
+def test_bad_expert_parallelism(sets, words):
+    err = fails("budget", "deepseek-v3", *[a for s in sets for a in ("--set", s)])
+    for w in words:
+        assert w in err
+
+
+def test_ep_without_moe():
+    assert "layout.ep" in fails("budget", "llama3-405b", "--set", "layout.ep=2")
+
+
+def test_unknown_preset_and_missing_file():
+    assert "unknown preset 'nosuch'" in fails("budget", "nosuch")
+    assert "not found" in fails("budget", "missing.yaml")
+    assert "unknown preset" in fails("show", "nosuch")
+
+
+def test_malformed_yaml(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("model: [unclosed\n")
+    assert "not valid YAML" in fails("budget", str(f))
+
+
+def test_missing_section(tmp_path):
+    f = tmp_path / "partial.yaml"
+    f.write_text("model:\n  num_layers: 2\n")
+    assert "required" in fails("budget", str(f))
+
+
+@settings(max_examples=40, deadline=None)
+@given(key=st.sampled_from(["layout.tp", "layout.pp", "layout.dp", "model.hidden_size", "cluster.nic_Bps", "batch.global_batch_seqs", "model.seq_len"]),
+       value=st.one_of(st.integers(-5, 0), st.text(alphabet="xyz!@", min_size=1, max_size=4), st.just("1e999")))
+def test_any_bad_value_is_one_line_exit_2(key, value):
+    fails("budget", "llama3-405b", "--set", f"{key}={value}")

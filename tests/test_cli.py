@@ -1,0 +1,74 @@
+"""The command line as a user meets it: exit codes, one-line errors, JSON keys."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from stepbudget.cli import app
+from stepbudget.inputs.scenario import preset_names
+
+runner = CliRunner()
+KEYS = {"flops_per_gpu", "compute_s", "bubble_s", "exposed_comm_s", "step_s", "mfu", "comm_share", "intensity", "balance", "exchanges"}
+ROW_KEYS = {"dim", "collective", "group", "message_bytes", "calls", "bytes_per_gpu", "link", "time_s", "exposed_s"}
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_budget_json_has_the_documented_keys(preset):
+    r = invoke("budget", preset, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert KEYS <= d.keys()
+    for k in ("intensity", "balance"):
+        assert set(d[k]) == {"nic", "nvlink", "hbm"}
+    assert d["exchanges"], "every preset exchanges something"
+    for row in d["exchanges"]:
+        assert ROW_KEYS <= row.keys()
+        assert row["dim"] in {"tp", "cp", "pp", "dp", "ep"}
+        assert row["link"] in {"nic", "nvlink"}
+        assert 0 <= row["exposed_s"] <= row["time_s"] + 1e-12
+    # the step is its terms, written once (budget/step.py)
+    extra = 0.0 if d["bubble_in_rate"] else d["bubble_s"]
+    assert d["step_s"] == pytest.approx(d["compute_s"] + extra + d["exposed_comm_s"])
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_budget_table_prints(preset):
+    r = invoke("budget", preset)
+    assert r.exit_code == 0, r.output
+    assert "step time" in r.output and "Bytes per GPU" in r.output and "Roofline" in r.output
+
+
+def test_no_arguments_runs_the_default_scenario():
+    r = invoke()
+    assert r.exit_code == 0, r.output
+    assert "llama3-405b" in r.output and "16,384 GPUs" in r.output
+
+
+def test_presets_lists_each_with_a_line():
+    r = invoke("presets")
+    assert r.exit_code == 0
+    for name in preset_names():
+        assert name in r.output
+
+
+def test_show_round_trips_through_a_file(tmp_path):
+    r = invoke("show", "llama3-405b", "--set", "layout.pp=8", "--set", "layout.dp=256")
+    assert r.exit_code == 0, r.output
+    f = tmp_path / "mine.yaml"
+    f.write_text(r.output)
+    a = json.loads(invoke("budget", str(f), "--json").output)
+    b = json.loads(invoke("budget", "llama3-405b", "--set", "layout.pp=8", "--set", "layout.dp=256", "--json").output)
+    assert a["step_s"] == pytest.approx(b["step_s"])
+
+
+def test_toml_scenario_with_base(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('base = "llama3-405b"\n[layout]\npp = 8\ndp = 256\n')
+    r = invoke("budget", str(f), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["layout"]["pp"] == 8

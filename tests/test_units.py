@@ -1,0 +1,46 @@
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stepbudget.units import UnitError, fmt_bytes, parse
+
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ("400Gb/s", "rate", 50e9),
+        ("400Gbps", "rate", 50e9),
+        ("50GB/s", "rate", 50e9),
+        ("3.35TB/s", "rate", 3.35e12),
+        ("141GB", "bytes", 141e9),
+        ("25MiB", "bytes", 25 * 2**20),
+        ("989TFLOP/s", "flops", 989e12),
+        ("989 TFLOPS", "flops", 989e12),
+        ("2PFLOP", "flop", 2e15),
+        ("15s", "time", 15.0),
+        ("2ms", "time", 2e-3),
+        ("16M", "count", 16e6),
+        (1e9, "bytes", 1e9),
+    ],
+)
+def test_parse_reads_human_units(text, kind, expected):
+    assert parse(text, kind) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text, kind", [("400Gbx", "rate"), ("fast", "rate"), ("141GB", "rate"), ("1e999", "bytes"), (True, "bytes")])
+def test_parse_rejects_with_the_expected_spelling(text, kind):
+    with pytest.raises(UnitError, match="e.g.|like|finite"):
+        parse(text, kind)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6), st.sampled_from(["k", "M", "G", "T"]))
+def test_bits_are_an_eighth_of_bytes(x, prefix):
+    assert parse(f"{x}{prefix}b/s", "rate") * 8 == pytest.approx(parse(f"{x}{prefix}B/s", "rate"))
+
+
+def test_fmt_bytes_uses_decimal_prefixes():
+    assert fmt_bytes(1.62e12) == "1.62 TB"
+    assert fmt_bytes(6.33e9) == "6.33 GB"
+    assert math.isclose(parse(fmt_bytes(12.6e9).replace(" ", ""), "bytes"), 12.6e9)
