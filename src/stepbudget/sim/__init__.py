@@ -1,0 +1,31 @@
+"""Discrete-event step simulator: task graphs on compute streams and max-min shared links.
+
+``simulate(graph, link_capacity_Bps) -> Timeline``; ``trace_events(timeline)`` for
+Perfetto. Link sharing is ``maxmin_rates`` (progressive filling over arrays).
+"""
+
+from stepbudget.sim.engine import Engine, Network, Priority, SimEvent, Streams, simulate
+from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
+from stepbudget.sim.links import FlowLinks, flows_to_csr, maxmin_rates, maxmin_rates_csr
+from stepbudget.sim.timeline import Timeline, trace_events
+
+__all__ = [
+    "Engine",
+    "FlowLinks",
+    "Network",
+    "Priority",
+    "SimEvent",
+    "Streams",
+    "Task",
+    "TaskGraph",
+    "TaskKind",
+    "Timeline",
+    "compute",
+    "flows_to_csr",
+    "join",
+    "maxmin_rates",
+    "maxmin_rates_csr",
+    "simulate",
+    "trace_events",
+    "transfer",
+]

@@ -1,0 +1,348 @@
+"""Discrete-event simulation of a task graph on compute streams and shared links.
+
+Three layers, read top to bottom:
+
+* ``Engine``: a heap of ``(time_s, priority, seq, callback)`` and a step loop, as in
+  simpy's ``core.py``; no I/O, no logging, no knowledge of tasks.
+* Resources on an engine: ``Streams`` (serial FIFO compute, one task at a time per
+  stream) and ``Network`` (flows sharing links at rates from a sharing rule).
+* ``simulate(graph, link_capacity_Bps) -> Timeline``: releases each task when its
+  dependencies have finished, onto a stream, onto the network, or through at once.
+
+Network events are batched: any flow start or finish marks the rates stale and
+schedules one recomputation at the same instant with ``Priority.LATE`` (after
+every other event at that time), so a thousand flows that finish together cost
+one call of the sharing rule. The network keeps a single pending "next finish"
+event; a version counter invalidates it lazily when the rates change.
+
+What it ignores: per-message latency (alpha) and protocol overheads unless the
+caller adds them as compute tasks; flows reach their fair rate instantly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable
+from enum import IntEnum, StrEnum
+from functools import partial
+
+import numpy as np
+
+from stepbudget.sim.graph import TaskGraph, TaskKind
+from stepbudget.sim.links import FlowLinks, gather_csr, maxmin_rates_csr
+from stepbudget.sim.timeline import Timeline
+
+__all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "simulate"]
+
+SharingRule = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""``rates(indptr, link_ids, capacity_Bps) -> rates_Bps``; contract in ``sim.links``."""
+
+_TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
+
+
+class Priority(IntEnum):
+    """Order of events due at the same time: lower values run first."""
+
+    URGENT = 0
+    NORMAL = 1
+    LATE = 2
+    """After all other events at this instant (batched rate recomputation)."""
+
+
+class Engine:
+    """A clock and a heap of ``(time_s, priority, seq, callback)``; ``seq`` keeps FIFO order."""
+
+    def __init__(self) -> None:
+        self.now: float = 0.0
+        """Simulated time in seconds."""
+        self.events: int = 0
+        """Callbacks run so far."""
+        self._heap: list[tuple[float, int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def schedule(
+        self, time_s: float, callback: Callable[[], None], priority: Priority = Priority.NORMAL
+    ) -> None:
+        """Run ``callback()`` at ``time_s`` (not before ``now``)."""
+        if not time_s >= self.now:
+            raise ValueError(f"time_s={time_s} is before now={self.now}; events cannot go back in time")
+        heapq.heappush(self._heap, (time_s, priority, next(self._seq), callback))
+
+    def peek(self) -> float:
+        """Time of the next event, ``inf`` if none."""
+        return self._heap[0][0] if self._heap else np.inf
+
+    def step(self) -> None:
+        """Advance the clock to the next event and run it."""
+        self.now, _, _, callback = heapq.heappop(self._heap)
+        self.events += 1
+        callback()
+
+    def run(self, until: float | None = None) -> None:
+        """Run events until none are left, or until the next is later than ``until``."""
+        while self._heap and (until is None or self._heap[0][0] <= until):
+            self.step()
+        if until is not None:
+            self.now = max(self.now, until)
+
+
+class Streams:
+    """Serial FIFO compute streams: each runs one task at a time, in submission order.
+
+    ``on_start(task)`` and ``on_finish(task)`` are called at ``engine.now``.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        num_streams: int,
+        on_start: Callable[[int], None],
+        on_finish: Callable[[int], None],
+    ) -> None:
+        self._engine, self._on_start, self._on_finish = engine, on_start, on_finish
+        self._queues: list[deque[tuple[int, float]]] = [deque() for _ in range(num_streams)]
+        self._busy = [False] * num_streams
+
+    def submit(self, task: int, stream: int, duration_s: float) -> None:
+        """Queue ``task`` on ``stream``; it starts when the stream is free."""
+        if self._busy[stream]:
+            self._queues[stream].append((task, duration_s))
+        else:
+            self._begin(stream, task, duration_s)
+
+    def _begin(self, stream: int, task: int, duration_s: float) -> None:
+        self._busy[stream] = True
+        self._on_start(task)
+        self._engine.schedule(self._engine.now + duration_s, partial(self._end, stream, task))
+
+    def _end(self, stream: int, task: int) -> None:
+        queue = self._queues[stream]
+        if queue:
+            self._begin(stream, *queue.popleft())
+        else:
+            self._busy[stream] = False
+        self._on_finish(task)
+
+
+class Network:
+    """Links shared by flows; ``on_finish(flows)`` is called with the ids that complete.
+
+    ``flow_links`` lists, for every flow id that may ever start, the links it crosses.
+    Rates come from ``sharing`` (max-min by default) and are recomputed once per
+    instant at which any flow started or finished; ``on_rates(flows, rates_Bps)``,
+    if given, sees every new allocation.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        flow_links: FlowLinks,
+        capacity_Bps: np.ndarray,
+        on_finish: Callable[[np.ndarray], None],
+        sharing: SharingRule = maxmin_rates_csr,
+        on_rates: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    ) -> None:
+        self._engine, self._links, self._capacity = engine, flow_links, capacity_Bps
+        self._on_finish, self._sharing, self._on_rates = on_finish, sharing, on_rates
+        num_flows = flow_links.indptr.size - 1
+        self._remaining = np.zeros(num_flows)  # bytes left, as of self._last_s
+        self._rate = np.zeros(num_flows)
+        self._finish_at = np.full(num_flows, np.inf)
+        self._active = np.empty(0, dtype=np.int64)
+        self._last_s = 0.0
+        self._version = 0  # bumped whenever the pending finish event becomes stale
+        self._recompute_pending = False
+
+    def start(self, flows: np.ndarray, size_bytes: np.ndarray) -> None:
+        """Begin moving ``size_bytes[i]`` over the links of flow ``flows[i]`` now."""
+        self._advance()
+        self._remaining[flows] = size_bytes
+        self._rate[flows] = 0.0
+        self._active = np.concatenate([self._active, flows])
+        self._invalidate()
+
+    def _advance(self) -> None:
+        """Drain the bytes moved since the last update at the current rates."""
+        elapsed_s = self._engine.now - self._last_s
+        if elapsed_s > 0 and self._active.size:
+            active = self._active
+            left = self._remaining[active] - self._rate[active] * elapsed_s  # bytes = rate * time
+            self._remaining[active] = np.maximum(left, 0.0)
+        self._last_s = self._engine.now
+
+    def _invalidate(self) -> None:
+        self._version += 1
+        if not self._recompute_pending:
+            self._recompute_pending = True
+            self._engine.schedule(self._engine.now, self._recompute, Priority.LATE)
+
+    def _recompute(self) -> None:
+        self._recompute_pending = False
+        self._advance()
+        active = self._active
+        if not active.size:
+            return
+        indptr, link_ids = gather_csr(self._links.indptr, self._links.link_ids, active)
+        rates = self._sharing(indptr, link_ids, self._capacity)
+        self._rate[active] = rates
+        with np.errstate(divide="ignore"):
+            finish_at = self._engine.now + self._remaining[active] / rates  # time = bytes / rate
+        self._finish_at[active] = finish_at
+        if self._on_rates is not None:
+            self._on_rates(active, rates)
+        next_s = float(finish_at.min())
+        if np.isfinite(next_s):
+            self._engine.schedule(next_s, partial(self._finish_due, self._version))
+
+    def _finish_due(self, version: int) -> None:
+        if version != self._version:
+            return  # stale: rates changed after this event was scheduled
+        self._advance()
+        now, active = self._engine.now, self._active
+        due = self._finish_at[active] <= now + _TIME_RTOL * max(now, 1e-9)
+        done = active[due]
+        self._remaining[done] = 0.0
+        self._rate[done] = 0.0
+        self._active = active[~due]
+        self._invalidate()
+        self._on_finish(done)
+
+
+class SimEvent(StrEnum):
+    """What an observer is told about."""
+
+    START = "start"
+    END = "end"
+    RATES = "rates"
+    """New link-sharing allocation; ``rates_Bps`` gives each listed transfer's rate."""
+
+
+Observer = Callable[[float, SimEvent, np.ndarray, "np.ndarray | None"], None]
+"""``observer(time_s, event, task_ids, rates_Bps)``; ``rates_Bps`` is None unless RATES.
+Called in batches, in time order; it must not modify the arrays."""
+
+
+class _GraphRun:
+    """The mutable state of one ``simulate`` call (private)."""
+
+    def __init__(self, graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray,
+                 sharing: SharingRule, observer: Observer | None) -> None:
+        num_tasks = graph.num_tasks
+        self.graph, self.duration_s, self.observer = graph, duration_s, observer
+        self.engine = Engine()
+        self.start_s = np.full(num_tasks, np.nan)
+        self.end_s = np.full(num_tasks, np.nan)
+        self.waiting = np.diff(graph.dep_indptr)  # unfinished dependencies per task
+        owner = np.repeat(np.arange(num_tasks, dtype=np.int64), self.waiting)
+        self.succ_ids = owner[np.argsort(graph.dep_ids, kind="stable")]
+        self.succ_indptr = np.zeros(num_tasks + 1, dtype=np.int64)
+        np.cumsum(np.bincount(graph.dep_ids, minlength=num_tasks), out=self.succ_indptr[1:])
+        is_transfer = graph.kind == TaskKind.TRANSFER
+        self.instant = (graph.kind == TaskKind.JOIN) | (is_transfer & (graph.size_bytes == 0))
+        self.is_compute = graph.kind == TaskKind.COMPUTE
+        self.is_flow = is_transfer & ~self.instant
+        self.streams = Streams(self.engine, graph.num_streams, self._compute_started,
+                               self._compute_finished)
+        on_rates = None if observer is None else self._rates_changed
+        self.network = Network(self.engine, FlowLinks(graph.link_indptr, graph.link_ids),
+                               capacity_Bps, self._complete, sharing, on_rates)
+
+    def run(self) -> None:
+        roots = np.flatnonzero(self.waiting == 0)
+        self.engine.schedule(0.0, partial(self._release, roots))
+        self.engine.run()
+
+    def _observe(self, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None = None) -> None:
+        if self.observer is not None and tasks.size:
+            self.observer(self.engine.now, event, tasks, rates)
+
+    def _rates_changed(self, flows: np.ndarray, rates: np.ndarray) -> None:
+        self._observe(SimEvent.RATES, flows, rates)
+
+    def _compute_started(self, task: int) -> None:
+        self.start_s[task] = self.engine.now
+        self._observe(SimEvent.START, np.array([task]))
+
+    def _compute_finished(self, task: int) -> None:
+        self._complete(np.array([task]))
+
+    def _ready_after(self, done: np.ndarray) -> np.ndarray:
+        """Mark ``done`` finished now; return the successors that have no dependency left."""
+        self.end_s[done] = self.engine.now
+        self._observe(SimEvent.END, done)
+        _, successors = gather_csr(self.succ_indptr, self.succ_ids, done)
+        if not successors.size:
+            return successors
+        unique, count = np.unique(successors, return_counts=True)
+        self.waiting[unique] -= count
+        return unique[self.waiting[unique] == 0]
+
+    def _complete(self, done: np.ndarray) -> None:
+        self._release(self._ready_after(done))
+
+    def _release(self, ready: np.ndarray) -> None:
+        """Hand ready tasks to their resource; zero-time tasks finish at once."""
+        graph = self.graph
+        while ready.size:
+            for task in ready[self.is_compute[ready]].tolist():
+                self.streams.submit(task, int(graph.stream[task]), float(self.duration_s[task]))
+            flows = ready[self.is_flow[ready]]
+            if flows.size:
+                self.start_s[flows] = self.engine.now
+                self._observe(SimEvent.START, flows)
+                self.network.start(flows, graph.size_bytes[flows])
+            instant = ready[self.instant[ready]]
+            self.start_s[instant] = self.engine.now
+            self._observe(SimEvent.START, instant)
+            ready = self._ready_after(instant) if instant.size else instant
+
+
+def _per_item(values: np.ndarray | None, size: int, name: str, what: str) -> np.ndarray:
+    if values is None:
+        return np.ones(size)
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (size,):
+        raise ValueError(f"{name} has shape {values.shape}; pass one factor per {what}, shape ({size},)")
+    return values
+
+
+def simulate(
+    graph: TaskGraph,
+    link_capacity_Bps: np.ndarray,
+    *,
+    link_rate_multiplier: np.ndarray | None = None,
+    duration_multiplier: np.ndarray | None = None,
+    sharing: SharingRule = maxmin_rates_csr,
+    observer: Observer | None = None,
+) -> Timeline:
+    """Run ``graph`` from time 0 until every task has finished.
+
+    Shapes: ``link_capacity_Bps (L,)`` in bytes/s with ``L >= graph.num_links``;
+    ``link_rate_multiplier (L,)`` scales each link (0.5 = a link at half rate);
+    ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter,
+    drawn by the caller). ``sharing`` is the link-sharing rule (contract in
+    ``sim.links``); ``observer`` is told of starts, ends and rate changes.
+    """
+    capacity = np.asarray(link_capacity_Bps, dtype=np.float64)
+    if capacity.ndim != 1 or capacity.size < graph.num_links:
+        raise ValueError(f"link_capacity_Bps has shape {capacity.shape}; the graph uses "
+                         f"{graph.num_links} links, so pass shape ({graph.num_links},) or longer")
+    capacity = capacity * _per_item(link_rate_multiplier, capacity.size, "link_rate_multiplier", "link")
+    if np.any(~(capacity > 0) | ~np.isfinite(capacity)):
+        raise ValueError("link_capacity_Bps * link_rate_multiplier must be finite and > 0 on every "
+                         f"link, got {capacity}; drop a dead link from the graph instead")
+    factor = _per_item(duration_multiplier, graph.num_tasks, "duration_multiplier", "task")
+    if np.any(~(factor >= 0) | ~np.isfinite(factor)):
+        raise ValueError("duration_multiplier must be finite and >= 0 for every task")
+    run = _GraphRun(graph, capacity, graph.duration_s * factor, sharing, observer)
+    run.run()
+    stuck = np.isnan(run.end_s)
+    if np.any(stuck):
+        shown = ", ".join(graph.label(int(i)) for i in np.flatnonzero(stuck)[:3])
+        raise ValueError(f"{int(stuck.sum())} task(s) never became ready (first: {shown}); "
+                         "the dependencies contain a cycle: make deps point to earlier work")
+    return Timeline(start_s=run.start_s, end_s=run.end_s, kind=graph.kind, stream=graph.stream,
+                    size_bytes=graph.size_bytes, link_indptr=graph.link_indptr,
+                    link_ids=graph.link_ids, names=graph.names, engine_events=run.engine.events)
