@@ -167,6 +167,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             value = text
+        if value is None and text.strip() not in ("null", "~"):
+            value = text  # YAML reads tags like "!" as null: keep the text so validation names it
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
