@@ -44,3 +44,11 @@ def test_fmt_bytes_uses_decimal_prefixes():
     assert fmt_bytes(1.62e12) == "1.62 TB"
     assert fmt_bytes(6.33e9) == "6.33 GB"
     assert math.isclose(parse(fmt_bytes(12.6e9).replace(" ", ""), "bytes"), 12.6e9)
+
+
+def test_rounding_never_prints_a_thousand_of_a_unit():
+    from stepbudget.units import fmt_time
+    assert fmt_time(0.99997) == "1 s"
+    assert fmt_time(0.0009999) == "1 ms"
+    assert fmt_bytes(999.96e9) == "1 TB"
+    assert fmt_time(2e-12) == "0.002 ns"

@@ -100,6 +100,8 @@ def _fmt(x: float, unit: str, prefixes: str = "kMGTPE", digits: int = 3) -> str:
     if x == 0 or not math.isfinite(x):
         return f"{x:g} {unit}"
     exp = min(max(int(math.floor(math.log10(abs(x)) / 3)), 0), len(prefixes))
+    if exp < len(prefixes) and abs(float(f"{x / 1000.0**exp:.{digits}g}")) >= 1000:
+        exp += 1  # 999.96 rounds to 1000: say 1 k, not 1e+03
     scaled = x / 1000.0**exp
     prefix = "" if exp == 0 else prefixes[exp - 1]
     return f"{scaled:.{digits}g} {prefix}{unit}"
@@ -129,6 +131,6 @@ def fmt_time(x: float) -> str:
     if x == 0 or not math.isfinite(x):
         return f"{x:g} s"
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if abs(x) >= scale:
+        if abs(float(f"{x / scale:.3g}")) >= 1 or unit == "ns":
             return f"{x / scale:.3g} {unit}"
     return f"{x / 1e-9:.3g} ns"
