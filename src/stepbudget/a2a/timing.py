@@ -1,0 +1,398 @@
+"""Completion time of one all-to-all on a two-tier cluster: bound, plain (NCCL-like), FAST.
+
+Cluster: ``S`` servers x ``G`` GPUs; GPU ``g`` is local index ``g % G`` of server ``g // G``. Each
+GPU has one NIC of ``B_out`` bytes/s each way (scale-out) and a scale-up port of ``B_up`` bytes/s
+each way (NVLink through a non-blocking switch). ``alpha_s`` is the fixed cost of one scale-out
+step. ``D`` is the (S*G, S*G) dispatch matrix in bytes (routing.py); the diagonal never moves.
+
+Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates`, max-min fairness by
+progressive filling. :func:`fluid_finish_times` runs the flows as a fluid, re-sharing the links
+each time a flow ends. The plain all-to-all starts every pair at once under that rule, so a
+receiver that many senders target (incast) is shared among them while their other flows finish.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .routing import check_traffic_matrix
+from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
+
+__all__ = [
+    "AllToAllTimes",
+    "FastTimes",
+    "alltoall_times",
+    "choose_unit_bytes",
+    "fast_alltoall_s",
+    "fast_alltoall_times",
+    "fluid_finish_times",
+    "lower_bound_s",
+    "maxmin_rates",
+    "plain_alltoall_s",
+]
+
+
+# ---------------------------------------------------------------- link sharing
+
+
+def _links_table(flow_links) -> np.ndarray:
+    """Flows' links as an (F, H) int64 table padded with -1 (accepts ragged sequences)."""
+    if isinstance(flow_links, np.ndarray) and flow_links.ndim == 2:
+        table = flow_links.astype(np.int64, copy=False)
+    else:
+        rows = [list(links) for links in flow_links]
+        width = max((len(r) for r in rows), default=0)
+        table = np.full((len(rows), max(width, 1)), -1, dtype=np.int64)
+        for f, r in enumerate(rows):
+            table[f, : len(r)] = r
+    return table
+
+
+def _check_links(table: np.ndarray, capacities) -> np.ndarray:
+    cap = np.asarray(capacities, dtype=np.float64)
+    if cap.ndim != 1 or np.isnan(cap).any() or (cap <= 0).any():
+        raise ValueError(f"capacities must be a 1-D array of link rates > 0 (bytes/s, inf allowed), got {capacities!r}")
+    if table.size and (table.max() >= cap.size or table.min() < -1):
+        raise ValueError(f"flow_links name a link outside 0..{cap.size - 1}; pass one capacity per link")
+    finite = np.where(table >= 0, np.isfinite(cap[table.clip(0)]), False).any(axis=1)
+    if not finite.all():
+        raise ValueError(
+            f"flow {int(np.argmin(finite))} crosses no finite-capacity link, so its rate is unbounded; give it a link"
+        )
+    return cap
+
+
+def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Progressive filling on a checked link table; see :func:`maxmin_rates`."""
+    F, L = table.shape[0], cap.size
+    flow_of, hop = np.nonzero(table >= 0)
+    link_of = table[flow_of, hop]
+    rate = np.zeros(F)
+    frozen = np.zeros(F, dtype=bool)
+    room = cap.copy()
+    share = np.empty(L)
+    level = 0.0  # every unfrozen flow runs at the same, rising rate
+    while flow_of.size:
+        users = np.bincount(link_of, minlength=L)
+        share.fill(np.inf)
+        np.divide(room, users, out=share, where=users > 0)
+        step = share.min()  # progressive filling: the next link to fill (max-min fairness)
+        level += step
+        room -= step * users
+        full = share <= step * (1.0 + 1e-9)
+        room[full] = 0.0
+        stopped = flow_of[full[link_of]]  # flows crossing a full link keep their rate
+        rate[stopped] = level
+        frozen[stopped] = True
+        keep = ~frozen[flow_of]
+        flow_of, link_of = flow_of[keep], link_of[keep]
+    return rate
+
+
+def maxmin_rates(flow_links, capacities) -> np.ndarray:
+    """Max-min fair rates of flows sharing links, shape ``(F,)`` in bytes/s.
+
+    ``flow_links``: an (F, H) int table of link indices per flow padded with -1, or F sequences.
+    ``capacities``: (L,) bytes/s per link (``inf`` = unconstrained). Progressive filling: raise all
+    unfrozen flows' rates together until a link fills, freeze the flows that cross it, repeat; every
+    flow ends with a saturated link on which no other flow is faster (Bertsekas & Gallager 6.5.2).
+    Each round fills at least one link, so at most L rounds.
+    """
+    table = _links_table(flow_links)
+    return _maxmin(table, _check_links(table, capacities))
+
+
+def fluid_finish_times(flow_bytes, flow_links, capacities, rates=None) -> np.ndarray:
+    """Finish time of each flow (s), shape ``(F,)``, all starting at t = 0.
+
+    Flows move as a fluid at the rates ``rates(flow_links, capacities)`` gives (default
+    :func:`maxmin_rates`), re-computed each time a flow finishes. Zero-byte flows finish at 0.
+    """
+    size = np.asarray(flow_bytes, dtype=np.float64)
+    table = _links_table(flow_links)
+    if size.shape != (table.shape[0],) or not np.isfinite(size).all() or (size < 0).any():
+        raise ValueError(
+            f"flow_bytes must be {table.shape[0]} finite sizes >= 0 (one per flow), got shape {size.shape}"
+        )
+    cap = _check_links(table, capacities)
+    share = _maxmin if rates is None else rates
+    left = size.copy()
+    finish = np.zeros_like(size)
+    alive = np.flatnonzero(size > 0)
+    now = 0.0
+    while alive.size:
+        r = share(table[alive], cap)
+        dt = float((left[alive] / r).min())
+        now += dt
+        left[alive] -= r * dt
+        done = left[alive] <= 1e-9 * size[alive]  # flows ending within rounding of this event
+        finish[alive[done]] = now
+        alive = alive[~done]
+    return finish
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _rates(B_out, B_up) -> tuple[float, float]:
+    for name, value in (("B_out", B_out), ("B_up", B_up)):
+        if not np.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite rate > 0 in bytes/s, got {value!r}; e.g. 50e9 for 400 Gb/s")
+    return float(B_out), float(B_up)
+
+
+def _alpha(alpha_s) -> float:
+    if not np.isfinite(alpha_s) or alpha_s < 0:
+        raise ValueError(f"alpha_s must be a latency >= 0 in seconds, got {alpha_s!r}")
+    return float(alpha_s)
+
+
+def _tiles(D: np.ndarray, S: int, G: int) -> np.ndarray:
+    """(S, S, G, G) view: bytes from GPU i of server u to GPU j of server v."""
+    return D.reshape(S, G, S, G).transpose(0, 2, 1, 3)
+
+
+def _intrinsic_s(D: np.ndarray, S: int, G: int, B_up: float) -> float:
+    """Intra-server all-to-all over scale-up: busiest port line / B_up (diagonal excluded)."""
+    own = _tiles(D, S, G)[np.arange(S), np.arange(S)] * ~np.eye(G, dtype=bool)  # (S, G, G)
+    return float(max(own.sum(axis=2).max(initial=0), own.sum(axis=1).max(initial=0))) / B_up
+
+
+# ---------------------------------------------------------------- bound and plain
+
+
+def lower_bound_s(D, servers, gpus_per_server, B_out, B_up) -> float:
+    """Lower bound on any all-to-all of ``D`` (s): ``max(T_out, T_intra)``.
+
+    ``T_out``: the busiest server's scale-out bytes (sent or received) over its ``G`` NICs
+    (formulas.md 7.3 step 2, before the per-pair rounding of tau). ``T_intra``: the busiest
+    scale-up port of the intra-server traffic. Their max, not their sum: a schedule may overlap
+    them (FAST overlaps the intrinsic all-to-all with stage 0).
+    """
+    D = check_traffic_matrix(D, servers, gpus_per_server)
+    S, G = int(servers), int(gpus_per_server)
+    B_out, B_up = _rates(B_out, B_up)
+    M = D.reshape(S, G, S, G).sum(axis=(1, 3)) * ~np.eye(S, dtype=bool)
+    busiest = max(M.sum(axis=1).max(), M.sum(axis=0).max())
+    out_s = busiest / (G * B_out)  # max line sum / (g * B_out) (formulas.md 7.3 step 2)
+    return float(max(out_s, _intrinsic_s(D, S, G, B_up)))
+
+
+def _alltoall_flows(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flows of a plain all-to-all: sizes (F,) and links (F, 2).
+
+    Links: NIC out of GPU g = g, NIC in = n + g, scale-up out = 2n + g, scale-up in = 3n + g.
+    An inter-server flow leaves on the sender's NIC and enters on the receiver's NIC.
+    """
+    n = S * G
+    src, dst = np.nonzero(D * ~np.eye(n, dtype=bool))
+    remote = src // G != dst // G
+    links = np.where(remote[:, None], np.stack([src, n + dst], axis=1), np.stack([2 * n + src, 3 * n + dst], axis=1))
+    return D[src, dst], links
+
+
+def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0) -> float:
+    """Completion time (s) of an all-to-all that starts every pair at once (NCCL-like).
+
+    Every GPU pair is one fluid flow under max-min fair sharing of the NICs (B_out) and scale-up
+    ports (B_up), re-shared as flows end (:func:`fluid_finish_times`); plus one ``alpha_s``.
+    """
+    D = check_traffic_matrix(D, servers, gpus_per_server)
+    S, G = int(servers), int(gpus_per_server)
+    B_out, B_up = _rates(B_out, B_up)
+    alpha_s = _alpha(alpha_s)
+    sizes, links = _alltoall_flows(D, S, G)
+    if sizes.size == 0:
+        return 0.0
+    n = S * G
+    capacities = np.concatenate([np.full(2 * n, B_out), np.full(2 * n, B_up)])
+    remote = links[:, 0] < n  # NIC flows and scale-up flows share no link: simulate them apart
+    finish = [fluid_finish_times(sizes[part], links[part], capacities).max(initial=0.0) for part in (remote, ~remote)]
+    return alpha_s + float(max(finish))  # one launch latency: every pair starts at once
+
+
+# ---------------------------------------------------------------- FAST
+
+
+def choose_unit_bytes(server_matrix, alpha_s, B_out) -> int:
+    """Unit (bytes, a power of 2) that minimises the estimated scale-out time of a FAST schedule.
+
+    Estimate per unit ``u``: ``alpha_s * min((n-1)^2 + 1, Lambda_u) + Lambda_u * u / B_out`` with
+    ``Lambda_u`` the max line sum of ``ceil(M / u)`` - fewer stages against rounding up [derived;
+    FAST-code coarsens the same way when latency dominates, formulas.md 7.3 step 7].
+    """
+    M = np.asarray(server_matrix, dtype=np.int64)
+    alpha_s = _alpha(alpha_s)
+    B_out, _ = _rates(B_out, 1.0)
+    top = int(M.max(initial=0))
+    if alpha_s == 0 or top == 0:
+        return 1
+    n = M.shape[0]
+    units = 2 ** np.arange(min(top.bit_length() + 1, 62), dtype=np.int64)
+    scaled = -(-M[None] // units[:, None, None])
+    lam = np.maximum(scaled.sum(axis=2).max(axis=1), scaled.sum(axis=1).max(axis=1))
+    stages = np.minimum((n - 1) ** 2 + 1, lam)  # greedy BvN bound (schedule.py)
+    estimate = alpha_s * stages + lam * units / B_out  # K*alpha + Lambda*unit*beta (formulas.md 7.3 step 6)
+    return int(units[np.argmin(estimate)])
+
+
+@dataclass(frozen=True)
+class FastTimes:
+    """Named time terms of a FAST all-to-all (formulas.md 7.3 step 6, FAST-code ``pipeline3``)."""
+
+    balance_s: float
+    """Scale-up moves that even out each server's GPUs (step 1)."""
+    intrinsic_s: float
+    """Intra-server all-to-all, overlapped with stage 0."""
+    inter_s: np.ndarray
+    """(K,) scale-out stage times ``alpha + w_k * unit / B_out``."""
+    dispatch_s: np.ndarray
+    """(K,) scale-up forwarding on the receiving servers after each stage."""
+    total_s: float
+    """balance + max(inter_0, intrinsic) + sum_k max(dispatch_{k-1}, inter_k) + dispatch_{K-1}."""
+    schedule: Schedule
+    """The schedule these times belong to."""
+
+
+def _holdings(D: np.ndarray, sched: Schedule, S: int, G: int) -> np.ndarray:
+    """(S, S, G, G) bytes GPU i of u holds for GPU j of v after balancing (fluid mix of moved bytes).
+
+    A GPU above target hands over the same fraction of every destination; the handed-over bytes
+    are shared among the GPUs below target in proportion to what each takes.
+    """
+    T = _tiles(D, S, G) * ~np.eye(S, dtype=bool)[:, :, None, None]
+    rows = T.sum(axis=3)  # (S, S, G)
+    moved = sched.balanced.moved_bytes.transpose(0, 2, 1).astype(np.float64)
+    taken = sched.balanced.received_bytes.transpose(0, 2, 1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out_share = np.where(rows > 0, np.minimum(moved / rows, 1.0), 0.0)  # [derived] a slice of every destination
+        pool = (T * out_share[..., None]).sum(axis=2)  # (S, S, G_j) destinations of moved bytes
+        total = taken.sum(axis=2, keepdims=True)
+        in_share = np.where(total > 0, taken / total, 0.0)
+    return T * (1.0 - out_share[..., None]) + in_share[..., None] * pool[:, :, None, :]
+
+
+def _dispatch_s(D: np.ndarray, sched: Schedule, S: int, G: int, B_up: float) -> np.ndarray:
+    """(K,) scale-up forwarding time after each stage: busiest port of any receiving server."""
+    H = _holdings(D, sched, S, G)
+    held = H.sum(axis=3)  # (S, S, G) real bytes each GPU sends to its rail peer of server v
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mix = np.where(held[..., None] > 0, H / held[..., None], 0.0) * ~np.eye(G, dtype=bool)  # j != i only
+    sent = np.zeros_like(held)
+    u = np.arange(S)
+    out = np.empty(sched.stages)
+    for k, (perm, w) in enumerate(zip(sched.perms, sched.weights)):
+        pair = (u, perm)
+        now = np.clip(held[pair] - sent[pair], 0.0, float(w * sched.unit_bytes))  # real bytes first, per GPU
+        sent[pair] += now
+        forward = now[..., None] * mix[pair]  # (S, G_i, G_j) relayed from GPU i to GPU j of server v
+        port = max(forward.sum(axis=2).max(initial=0), forward.sum(axis=1).max(initial=0))
+        out[k] = port / B_up
+    return out
+
+
+def fast_alltoall_times(
+    D,
+    servers,
+    gpus_per_server,
+    B_out,
+    B_up,
+    alpha_s=0.0,
+    *,
+    matching: Matching | str = Matching.HEAVY,
+    unit_bytes: int | None = None,
+    schedule: Schedule | None = None,
+) -> FastTimes:
+    """Time terms of the FAST schedule of ``D`` (formulas.md 7.3 step 6, pipeline3).
+
+    ``unit_bytes=None`` picks the unit with :func:`choose_unit_bytes` (1 byte when alpha is 0).
+    Pass a precomputed ``schedule`` to skip scheduling. Scale-up steps are charged bandwidth only.
+    """
+    D = check_traffic_matrix(D, servers, gpus_per_server)
+    S, G = int(servers), int(gpus_per_server)
+    B_out, B_up = _rates(B_out, B_up)
+    alpha_s = _alpha(alpha_s)
+    if schedule is None:
+        if unit_bytes is None:
+            tau = balance_intra_server(D, S, G).server_matrix
+            unit_bytes = choose_unit_bytes(tau, alpha_s, B_out)
+        schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
+    moved = np.maximum(schedule.balanced.scale_up_send_bytes, schedule.balanced.scale_up_recv_bytes)
+    balance_s = float(moved.max(initial=0)) / B_up
+    intrinsic_s = _intrinsic_s(D, S, G, B_up)
+    w_bytes = schedule.weights * float(schedule.unit_bytes)
+    inter_s = alpha_s + w_bytes / B_out  # alpha_out + w_k * beta_out * unit_bytes (formulas.md 7.3 step 6)
+    dispatch_s = _dispatch_s(D, schedule, S, G, B_up)
+    if schedule.stages == 0:
+        total = balance_s + intrinsic_s
+    else:  # FAST-code pipeline3: t_balance + max(inter_0, t_intr) + sum max(t_disp_{k-1}, inter_k) + t_disp_{K-1}
+        overlapped = float(np.maximum(dispatch_s[:-1], inter_s[1:]).sum())
+        total = balance_s + max(inter_s[0], intrinsic_s) + overlapped + dispatch_s[-1]
+    return FastTimes(
+        balance_s=balance_s,
+        intrinsic_s=intrinsic_s,
+        inter_s=inter_s,
+        dispatch_s=dispatch_s,
+        total_s=float(total),
+        schedule=schedule,
+    )
+
+
+def fast_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0, **options) -> float:
+    """Completion time (s) of the FAST schedule of ``D``; options as :func:`fast_alltoall_times`."""
+    return fast_alltoall_times(D, servers, gpus_per_server, B_out, B_up, alpha_s, **options).total_s
+
+
+@dataclass(frozen=True)
+class AllToAllTimes:
+    """One all-to-all three ways (seconds)."""
+
+    lower_bound_s: float
+    """No schedule can beat this (:func:`lower_bound_s`)."""
+    plain_s: float
+    """All pairs at once under max-min sharing (:func:`plain_alltoall_s`)."""
+    scheduled_s: float
+    """FAST schedule (:func:`fast_alltoall_s`)."""
+    stages: int
+    """Scale-out stages of the FAST schedule."""
+    speedup: float
+    """plain_s / scheduled_s."""
+    schedule_seconds: float
+    """Host wall time to compute the FAST schedule (measured, varies run to run)."""
+
+
+def alltoall_times(
+    D,
+    servers,
+    gpus_per_server,
+    B_out,
+    B_up,
+    alpha_s=0.0,
+    *,
+    matching: Matching | str = Matching.HEAVY,
+    unit_bytes: int | None = None,
+) -> AllToAllTimes:
+    """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster."""
+    D = check_traffic_matrix(D, servers, gpus_per_server)
+    S, G = int(servers), int(gpus_per_server)
+    B_out, B_up = _rates(B_out, B_up)
+    alpha_s = _alpha(alpha_s)
+    if unit_bytes is None:
+        tau = balance_intra_server(D, S, G).server_matrix
+        unit_bytes = choose_unit_bytes(tau, alpha_s, B_out)
+    started = time.perf_counter()
+    schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
+    schedule_seconds = time.perf_counter() - started
+    fast = fast_alltoall_times(D, S, G, B_out, B_up, alpha_s, schedule=schedule)
+    plain = plain_alltoall_s(D, S, G, B_out, B_up, alpha_s)
+    return AllToAllTimes(
+        lower_bound_s=lower_bound_s(D, S, G, B_out, B_up),
+        plain_s=plain,
+        scheduled_s=fast.total_s,
+        stages=schedule.stages,
+        speedup=plain / fast.total_s if fast.total_s > 0 else 1.0,
+        schedule_seconds=schedule_seconds,
+    )
