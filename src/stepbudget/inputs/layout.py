@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from stepbudget.enums import Axis, CPKind, DataParallel, Recompute, Schedule
 from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
@@ -73,11 +73,6 @@ class Layout(Frozen):
         if self.schedule == Schedule.DUALPIPE and self.pp % 2:
             raise ValueError(f"layout.pp: DualPipe needs an even number of stages, got pp = {self.pp}")
         return self
-
-    @property
-    def model_parallel(self) -> int:
-        """GPUs that share one copy of the model: tp * cp * pp."""
-        return self.tp * self.cp * self.pp
 
     @property
     def expert_tp_degree(self) -> int:
