@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.sim.links import maxmin_rates_csr
+
 from .routing import check_traffic_matrix
 from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
 
@@ -66,30 +68,10 @@ def _check_links(table: np.ndarray, capacities) -> np.ndarray:
 
 
 def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Progressive filling on a checked link table; see :func:`maxmin_rates`."""
-    F, L = table.shape[0], cap.size
-    flow_of, hop = np.nonzero(table >= 0)
-    link_of = table[flow_of, hop]
-    rate = np.zeros(F)
-    frozen = np.zeros(F, dtype=bool)
-    room = cap.copy()
-    share = np.empty(L)
-    level = 0.0  # every unfrozen flow runs at the same, rising rate
-    while flow_of.size:
-        users = np.bincount(link_of, minlength=L)
-        share.fill(np.inf)
-        np.divide(room, users, out=share, where=users > 0)
-        step = share.min()  # progressive filling: the next link to fill (max-min fairness)
-        level += step
-        room -= step * users
-        full = share <= step * (1.0 + 1e-9)
-        room[full] = 0.0
-        stopped = flow_of[full[link_of]]  # flows crossing a full link keep their rate
-        rate[stopped] = level
-        frozen[stopped] = True
-        keep = ~frozen[flow_of]
-        flow_of, link_of = flow_of[keep], link_of[keep]
-    return rate
+    """Progressive filling on a checked link table: the simulator's rule (sim/links.py), one copy."""
+    used = table >= 0
+    indptr = np.concatenate(([0], np.cumsum(used.sum(axis=1))))
+    return maxmin_rates_csr(indptr, table[used], cap)
 
 
 def maxmin_rates(flow_links, capacities) -> np.ndarray:
