@@ -13,6 +13,8 @@ from rich.console import Console
 from stepbudget import derive, estimate
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
 from stepbudget.units import UnitError
+from stepbudget.budget.memory import memory_per_gpu
+from stepbudget.views.memory import memory_dict, memory_table
 from stepbudget.views.tables import budget_dict, exchanges_table, roofline_table, summary_table
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
@@ -77,6 +79,16 @@ def show(scenario: ScenarioArg, sets: Sets = None) -> None:
 def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
     """Step-time budget: compute, bubble, bytes and time per dimension, exposure, MFU, roofline."""
     _budget(scenario, sets, as_json)
+
+
+@app.command()
+def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
+    """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
+    mem = memory_per_gpu(derive(_load(scenario, sets)))
+    if as_json:
+        _print_json(memory_dict(mem))
+        return
+    console.print(memory_table(mem))
 
 
 def run() -> None:

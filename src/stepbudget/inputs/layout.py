@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from stepbudget.enums import Axis, CPKind, DataParallel, Recompute, Schedule
 from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
@@ -41,6 +41,8 @@ class Layout(Frozen):
     """Context-parallel exchange: all-gather of K,V (Llama 3) or ring attention."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation."""
+    flash_attention: bool = True
+    """Fused attention that never stores the s x s scores (FlashAttention): no 5as/h term."""
     micro_batch: Degree = 1
     """Sequences per micro-batch (b)."""
     order: tuple[Axis, ...] = DEFAULT_ORDER
@@ -109,6 +111,17 @@ class Precision(Frozen):
     """MoE combine all-to-all (BF16)."""
     gemm: Literal["bf16", "fp8"] = "bf16"
     """Which peak the GEMMs run at."""
+    saved_activations: ElementBytes = 2.0
+    """Bytes per element of activations stored for backward (DeepSeek-V3 caches the inputs of
+    its FP8 GEMMs in FP8: 1); scales the whole activation count."""
+    grad_buffer: ElementBytes | None = None
+    """Bytes per element of the buffer gradients accumulate in over micro-batches (Megatron's
+    FP32 main_grad: 4); defaults to ``grads``."""
+    optimizer_bytes: float = Field(12.0, ge=0)
+    """Optimizer bytes per parameter, ZeRO's K: FP32 master 4 + Adam moments 4 + 4 = 12
+    (DeepSeek-V3 keeps BF16 moments: 8)."""
+    master_weights: bool = True
+    """K includes a 4-byte FP32 master copy (false: the parameters are their own master)."""
 
 
 Overlap = float | Literal["auto"]

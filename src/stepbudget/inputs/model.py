@@ -77,6 +77,9 @@ class Model(Frozen):
     """Training sequence length s in tokens."""
     tied_embeddings: bool = False
     """Whether the input embedding and the LM head share one matrix."""
+    dropout: bool = False
+    """Dropout on attention scores and layer outputs (GPT-3/Megatron): its 1-byte masks are stored
+    for backward (Korthikanti22 4.1). Llama 3 and DeepSeek-V3 train without dropout."""
     mtp_layers: int = Field(0, ge=0)
     """Multi-token-prediction modules (DeepSeek-V3: 1): each adds one layer and one LM head
     to the FLOPs and one pipeline slot; their parameters are not counted (as in the 671B figure)."""

@@ -39,6 +39,7 @@ __all__ = [
     "dp_kind_code",
     "recompute_code",
     "model_state_bytes",
+    "layer_activation_bytes",
     "activation_bytes_per_layer",
     "activation_bytes_first_stage",
     "embedding_activation_bytes",
@@ -168,30 +169,53 @@ def model_state_bytes(
 # --- activations ----------------------------------------------------------------------------
 
 
-def activation_bytes_per_layer(s, b, h, a, t, sp, recompute=Recompute.NONE, flash=False) -> np.ndarray:
-    """Activation bytes one transformer layer stores for one micro-batch (Korthikanti22 Table 2).
+def layer_activation_bytes(
+    s, b, t, sp, recompute=Recompute.NONE, flash=False, *,
+    h, heads, qkv_width, attn_out_width, mlp_width, dropout=True, latent_width=0.0, s_kv=None,
+) -> np.ndarray:
+    """Activation bytes one transformer layer stores for one micro-batch, any layer shape.
 
-    BF16 activations and 1-byte dropout masks of a GPT layer (MHA, 4h GeLU MLP); the
-    coefficients 34 and 5as/h are that layer's. ``sp``: sequence parallelism (bool array),
-    ``recompute``: ``Recompute`` value or code array, ``flash``: FlashAttention (bool array),
-    which never stores the s x s scores and so removes the ``5as/h`` term (it keeps
-    O(bas) softmax statistics, ignored here). Full recompute keeps the layer input only,
-    sharded over ``t`` with SP. Shape: all arguments broadcast.
+    Korthikanti22 4.1 counted tensor by tensor, with the layer's widths as arguments so GQA,
+    MLA, SwiGLU and MoE layers use the same count (BF16 activations, 1-byte dropout masks):
+
+    - outside TP (replicated over ``t`` unless ``sp``): two LN inputs ``4h``, the QKV and MLP
+      inputs ``2h + 2h``, MLA's latent vectors ``2 latent_width``, dropout masks ``2h`` if ``dropout``;
+    - split over TP: Q, K, V ``2 qkv_width``, output-projection input ``2 attn_out_width``,
+      MLP intermediates ``2 mlp_width`` (GeLU: input and output, ``2 d_ff``; SwiGLU: gate, up and
+      their product, ``3 d_ff``; MoE: ``top_k`` dispatched copies of the input plus their
+      expert intermediates, and the shared experts');
+    - the s x s scores per query, kept only without recompute and without FlashAttention:
+      ``5 heads s_kv`` with dropout (softmax 2, mask 1, dropout output 2), else ``2 heads s_kv``.
+
+    ``s``: tokens of one sequence on this GPU (``seq_len / cp``); ``s_kv``: keys each query
+    attends to (the full sequence: default ``s``). Full recompute keeps the layer input only,
+    ``2sbh`` (/t with SP), Korthikanti22 Table 2. Shape: array arguments broadcast.
     """
-    code, s, b, h, a, t, sp, flash = np.broadcast_arrays(
-        recompute_code(recompute), *(np.asarray(x, dtype=float) for x in (s, b, h, a, t)), np.asarray(sp, bool),
+    s_kv = s if s_kv is None else s_kv
+    code, s, s_kv, b, t, sp, flash = np.broadcast_arrays(
+        recompute_code(recompute), *(np.asarray(x, dtype=float) for x in (s, s_kv, b, t)), np.asarray(sp, bool),
         np.asarray(flash, bool),
     )
-    sbh = s * b * h
-    outside_tp = np.where(sp, 1 / t, 1.0)  # layer norms, dropouts: replicated over TP unless SP, §4.2.2
+    tokens = s * b
+    outside_tp = np.where(sp, 1 / t, 1.0)  # LN, dropout, inputs: replicated over TP unless SP, 4.2.2
+    replicated = 4 * h + 2 * h + 2 * h + 2 * latent_width + (2 * h if dropout else 0)  # bytes/token, 4.1
+    split = 2 * qkv_width + 2 * attn_out_width + 2 * mlp_width  # bytes/token of TP-split tensors, 4.1
     keeps_scores = (code == RECOMPUTE_CODES[Recompute.NONE]) & ~flash  # selective recompute / flash drop them
-    stored = sbh * (
-        10 * outside_tp  # LN inputs 4, QKV and MLP inputs 4, two dropout masks 2: §4.1, §4.2.1
-        + 24 / t  # Q K V 6, projection input 2, GeLU input 8 and output 8: §4.1
-        + keeps_scores * 5 * a * s / (h * t)  # softmax 2 + dropout mask 1 + dropout output 2 bytes per score
-    )
-    full = 2 * sbh * outside_tp  # full recompute: the layer's BF16 input only, Table 2
+    scores = keeps_scores * (5 if dropout else 2) * heads * s_kv  # bytes per query token, 4.1
+    stored = tokens * (replicated * outside_tp + (split + scores) / t)
+    full = 2 * h * tokens * outside_tp  # full recompute: the layer's BF16 input only, Table 2
     return np.where(code == RECOMPUTE_CODES[Recompute.FULL], full, stored)
+
+
+def activation_bytes_per_layer(s, b, h, a, t, sp, recompute=Recompute.NONE, flash=False) -> np.ndarray:
+    """Korthikanti22 Table 2 for a GPT layer (MHA, 4h GeLU MLP, dropout): ``sbh(10 + 24/t + 5as/(ht))``.
+
+    The GPT case of ``layer_activation_bytes``: Q K V 6, projection input 2, GeLU input 8 and
+    output 8 (= 24 split over TP), 10 outside TP. ``h`` and ``a`` are plain numbers here.
+    """
+    return layer_activation_bytes(
+        s, b, t, sp, recompute, flash, h=h, heads=a, qkv_width=3 * h, attn_out_width=h, mlp_width=8 * h,
+    )
 
 
 def activation_bytes_first_stage(per_layer, layers_per_stage, inflight) -> np.ndarray:

@@ -1,0 +1,151 @@
+"""Memory per GPU of a plan: model states and activations on the busiest pipeline rank.
+
+The first pipeline rank is the one that runs out first: it holds the most micro-batches in
+flight (formulas.md 4, 5.2) and, with ``embedding_in_pipeline_split``, one layer fewer to
+make room for the embedding. Everything is over the plan's arrays, so a search gets the
+memory of a million layouts with the same code as one scenario.
+
+Layer composition on that rank is the model average (an MoE model's dense first layers are
+spread evenly), and the routed experts are assumed balanced over the EP ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
+from stepbudget.enums import Activation
+from stepbudget.inputs.model import Model
+from stepbudget.plan.derive import Plan
+from stepbudget.plan.memory import activation_bytes_extras, layer_activation_bytes, model_state_bytes
+
+COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras")
+"""Fields of ``Memory`` that add up to ``total``, in the order the views print them."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU on the first pipeline rank; arrays share the plan's shape."""
+
+    plan: Plan
+    params: np.ndarray
+    """Parameters kept between steps (a 1/d shard under ZeRO-3/FSDP), DualPipe's two stages included."""
+    grads: np.ndarray
+    """Gradient accumulation buffer (a 1/d shard under ZeRO-2 and up)."""
+    optimizer: np.ndarray
+    """Optimizer state with the FP32 master copy (a 1/d shard under ZeRO-1 and up)."""
+    gathered: np.ndarray
+    """Unsharded parameters of the layers being gathered (ZeRO-3/FSDP)."""
+    activations: np.ndarray
+    """Stored activations of the rank's layers for every micro-batch in flight."""
+    extras: np.ndarray
+    """Embedding dropout masks, and the output layer with FP32 logits when pp = 1."""
+    layers: np.ndarray
+    """Transformer layers on this rank."""
+    inflight: np.ndarray
+    """Micro-batches' worth of activations in flight at the peak (formulas.md 4)."""
+    capacity: float
+    """HBM per GPU, bytes."""
+
+    @property
+    def model_state(self) -> np.ndarray:
+        return self.params + self.grads + self.optimizer + self.gathered
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.model_state + self.activations + self.extras
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.total <= self.capacity
+
+    @property
+    def headroom(self) -> np.ndarray:
+        """Capacity left (negative: short by that much)."""
+        return self.capacity - self.total
+
+
+def _mlp_width(model: Model, d_ff: float) -> float:
+    # stored intermediates per token: SwiGLU gate, up and product; GeLU input and output (Korthikanti 4.1)
+    return (3 if model.activation == Activation.SWIGLU else 2) * d_ff
+
+
+def layer_widths(model: Model) -> dict[str, float]:
+    """Per-token widths ``layer_activation_bytes`` needs, for this model's average layer."""
+    h, a = model.hidden_size, model.num_heads
+    if model.mla is not None:  # DeepSeek MLA: Q and K of nope+rope width, V of v_head_dim; latents outside TP
+        ml = model.mla
+        qk = a * (ml.qk_nope_head_dim + ml.qk_rope_head_dim)
+        qkv, attn_out = 2 * qk + a * ml.v_head_dim, a * ml.v_head_dim
+        latent = ml.q_lora_rank + ml.kv_lora_rank + ml.qk_rope_head_dim
+    else:
+        qkv = (a + 2 * model.kv_heads) * model.head_width  # GQA: K and V have kv_heads heads
+        attn_out, latent = a * model.head_width, 0.0
+    mlp = _mlp_width(model, model.ffn_size)
+    if model.moe is not None:
+        moe = model.moe
+        routed = moe.top_k * (h + _mlp_width(model, moe.expert_ffn_size))  # dispatched copy + intermediates
+        shared = moe.shared_experts * _mlp_width(model, moe.shared_ffn_size or moe.expert_ffn_size)
+        share = model.moe_layers / model.num_layers
+        mlp = (1 - share) * mlp + share * (routed + shared)
+    return {"h": h, "heads": a, "qkv_width": qkv, "attn_out_width": attn_out, "mlp_width": mlp,
+            "latent_width": latent, "dropout": model.dropout}
+
+
+def first_rank_layers(plan: Plan) -> np.ndarray:
+    """Transformer layers on pipeline rank 0: its share of the layer slots, less the embedding's slot."""
+    sc = plan.scenario
+    lay, L = sc.layout, sc.model.num_layers
+    embed = int(lay.embedding_in_pipeline_split)
+    slots = L + sc.model.mtp_layers + embed + int(lay.loss_in_pipeline_split)
+    per_rank = np.ceil(slots / plan.pp)  # all v chunks of the rank together
+    return np.where(plan.pp == 1, L, np.clip(per_rank - embed, 1, L))
+
+
+def memory_per_gpu(plan: Plan) -> Memory:
+    """Memory of the first pipeline rank (formulas.md 5): model states plus activations."""
+    sc = plan.scenario
+    model, pr, lay, counts = sc.model, sc.precision, sc.layout, plan.counts
+    L, h, V = model.num_layers, model.hidden_size, model.vocab_size
+    layers = first_rank_layers(plan)
+    copies = parameter_copies(plan.schedule)  # DualPipe holds stage i and stage p-1-i, DSV3 Table 2
+
+    # parameters of one layer: attention, dense/shared MLP and router averaged over layers; routed experts apart
+    layer_dense = (counts.params_total - counts.params_embedding - counts.params_routed_experts) / L
+    moe_share = model.moe_layers / L
+    layer_expert = moe_share * counts.params_moe_layer_routed
+    head = np.where((plan.pp == 1) | (copies == 2), 0 if model.tied_embeddings else V * h, 0)  # last stage's LM head
+    psi_dense = copies * layers * layer_dense / plan.tp + (V * h + head) / plan.tp  # embedding is vocab-parallel
+    psi_expert = copies * layers * layer_expert / (plan.ep * plan.expert_tp)
+    gathered_layers = np.where(plan.reshard, 2, layers)  # prefetch keeps 2; without reshard all stay gathered
+    state = {
+        key: model_state_bytes(
+            psi, group, plan.dp_kind,
+            grad_bytes=pr.grad_buffer or pr.grads, param_bytes=pr.params,
+            optimizer_bytes=pr.optimizer_bytes, master_weights=pr.master_weights,
+            layer_params=per_layer, gathered_layers=gathered_layers,
+        )
+        for key, psi, group, per_layer in (
+            ("dense", psi_dense, plan.dp_group, layer_dense / plan.tp),
+            ("expert", psi_expert, plan.expert_dp_group, layer_expert / (plan.ep * plan.expert_tp)),
+        )
+    }
+    s = model.seq_len / plan.cp
+    inflight = inflight_microbatches(plan.schedule, plan.pp, plan.microbatches, plan.v)
+    per_layer = layer_activation_bytes(
+        s, plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, lay.flash_attention,
+        s_kv=model.seq_len, **layer_widths(model),
+    )
+    extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight)
+    d, e = state["dense"], state["expert"]
+    return Memory(
+        plan=plan,
+        params=d.params + e.params, grads=d.grads + e.grads, optimizer=d.optimizer + e.optimizer,
+        gathered=d.gathered + e.gathered,
+        activations=per_layer * layers * inflight * pr.saved_activations / 2,  # counts assume BF16
+        extras=extras,
+        layers=layers, inflight=inflight,
+        capacity=float(sc.cluster.gpu.hbm_bytes),
+    )

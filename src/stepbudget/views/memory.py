@@ -1,0 +1,56 @@
+"""Memory -> JSON-ready dict and a rich table (the `memory` command)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from stepbudget.budget.memory import COMPONENTS, Memory
+from stepbudget.units import fmt_bytes
+from stepbudget.views.tables import _num, layout_label
+
+_NOTES = {
+    "params": "parameters kept between steps",
+    "grads": "gradient accumulation buffer",
+    "optimizer": "optimizer state with FP32 master copy",
+    "gathered": "unsharded layers being gathered (ZeRO-3/FSDP)",
+    "activations": "stored for backward, all micro-batches in flight",
+    "extras": "embedding masks; output layer and logits when pp = 1",
+}
+
+
+def memory_dict(mem: Memory) -> dict:
+    """The `memory --json` object (keys documented in the README). 0-d only."""
+    sc = mem.plan.scenario
+    return {
+        "scenario": sc.name,
+        "gpu": sc.cluster.gpu.name,
+        "capacity_bytes": mem.capacity,
+        "bytes": {k: _num(getattr(mem, k)) for k in COMPONENTS},
+        "model_state_bytes": _num(mem.model_state),
+        "total_bytes": _num(mem.total),
+        "headroom_bytes": _num(mem.headroom),
+        "fits": bool(mem.fits),
+        "layers_on_rank": _num(mem.layers),
+        "inflight_microbatches": _num(mem.inflight),
+    }
+
+
+def memory_table(mem: Memory) -> Table:
+    d = memory_dict(mem)
+    sc = mem.plan.scenario
+    t = Table(title=f"{sc.name}: memory per GPU on the first pipeline rank · {layout_label(sc)}", title_justify="left")
+    for col, just in (("component", "left"), ("bytes", "right"), ("share of HBM", "right"), ("what", "left")):
+        t.add_column(col, justify=just)
+    for k in COMPONENTS:
+        t.add_row(k, fmt_bytes(d["bytes"][k]), f"{d['bytes'][k] / mem.capacity:.1%}", _NOTES[k])
+    style = "bold green" if d["fits"] else "bold red"
+    t.add_row(Text("total", style=style), Text(fmt_bytes(d["total_bytes"]), style=style),
+              Text(f"{d['total_bytes'] / mem.capacity:.1%}", style=style),
+              f"{d['layers_on_rank']:g} layers x {d['inflight_microbatches']:.3g} micro-batches in flight")
+    verdict = (f"fits in {fmt_bytes(mem.capacity)} {sc.cluster.gpu.name}, {fmt_bytes(d['headroom_bytes'])} spare"
+               if d["fits"] else f"does not fit in {fmt_bytes(mem.capacity)} {sc.cluster.gpu.name}: "
+               f"short by {fmt_bytes(-d['headroom_bytes'])}")
+    t.caption = verdict
+    t.caption_justify = "left"
+    return t
