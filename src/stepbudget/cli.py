@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 from rich.console import Console
+from rich.progress import Progress, TextColumn
 
 from stepbudget import derive, estimate
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
@@ -89,6 +92,61 @@ def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json:
         _print_json(memory_dict(mem))
         return
     console.print(memory_table(mem))
+
+
+@app.command()
+def search(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    sets: Sets = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPU count to search (default: the scenario's).")] = None,
+    top: Annotated[int, typer.Option("--top", help="How many of the fastest layouts to print.")] = 10,
+    out: Annotated[Optional[str], typer.Option("--out", help="Write every evaluated layout to this Parquet file.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Every valid layout for the model, cluster and batch: drop what does not fit, rank by step time."""
+    from stepbudget.sweep.search import search as run_search
+    from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
+
+    sc = _load(scenario, sets)
+    if gpus is not None and gpus < 1:
+        fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
+    if top < 1:
+        fail(f"--top: {top} layouts cannot be printed; give 1 or more")
+    if out is not None and not out.endswith(".parquet"):
+        fail(f"--out: {out!r} is not a .parquet path; name the file FILE.parquet")
+    if out is not None and not Path(out).resolve().parent.is_dir():
+        fail(f"--out: folder {str(Path(out).resolve().parent)!r} does not exist; create it or choose another path")
+    try:
+        with _progress(not as_json) as bar:
+            result = run_search(sc, gpus=gpus, top=top, out=out, progress=bar)
+    except KeyboardInterrupt:
+        print("stepbudget: search interrupted; nothing was written", file=sys.stderr)
+        raise typer.Exit(130) from None
+    except ScenarioError as e:
+        fail(str(e))
+    if as_json:
+        _print_json(search_dict(result))
+        return
+    for line in summary_lines(result):
+        console.print(line)
+    console.print(top_table(result))
+    console.print("[bold]Why the winner wins[/bold]")
+    for line in why_lines(result):
+        console.print(f"  {line}")
+    if out:
+        console.print(f"wrote {result.written:,} layouts to {out}")
+
+
+@contextmanager
+def _progress(show: bool):
+    """A rich progress bar on stderr while a long run goes; yields its update callback."""
+    if not show:
+        yield None
+        return
+    with Progress(*Progress.get_default_columns(), TextColumn("{task.completed:,.0f} candidates"),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("searching", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def run() -> None:

@@ -91,11 +91,24 @@ def test_sequence_parallel_keeps_tp_bytes():
     assert sp == pytest.approx(ar)
 
 
-def test_fsdp_reshard_gathers_twice():
-    # formulas.md 3.4: (d-1)/d Psi (2 w_p + w_g) with reshard, (w_p + w_g) without
+def test_fsdp_reshard_gathers_twice_per_microbatch():
+    # formulas.md 3.4: (d-1)/d Psi (2 w_p + w_g) with reshard, (w_p + w_g) without, for one
+    # micro-batch; resharded parameters and sharded gradients repeat that for each of the m
     no = sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", "precision.grads=bf16"), Axis.DP))
-    re = sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", "precision.grads=bf16", "layout.reshard_after_forward=true"), Axis.DP))
-    assert re / no == pytest.approx(1.5)
+    for seqs in (2048, 4096):  # m = 16 and 32 micro-batches
+        sets = ("precision.grads=bf16", "layout.reshard_after_forward=true", "batch.global_batch_tokens=null",
+                f"batch.global_batch_seqs={seqs}")
+        re = sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", *sets), Axis.DP))
+        m = seqs / 128
+        assert re / no == pytest.approx(1.5 * m)
+
+
+def test_dp_bytes_per_step_do_not_grow_with_the_batch_without_reshard():
+    # chapter 5.7: "If the batch doubles, DP bytes per step are unchanged" (DDP, ZeRO-1, FSDP no-reshard)
+    for kind in ("ddp", "zero1", "fsdp"):
+        a, b = (sum(float(x.bytes_per_gpu) for x in rows(one("llama3-405b", f"layout.dp_kind={kind}",
+                "batch.global_batch_tokens=null", f"batch.global_batch_seqs={n}"), Axis.DP)) for n in (2048, 4096))
+        assert a == pytest.approx(b) and a > 0
 
 
 def test_moe_adds_an_all_to_all_in_every_moe_layer():

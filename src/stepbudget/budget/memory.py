@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
-from stepbudget.enums import Activation
+from stepbudget.enums import Activation, DataParallel
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
-from stepbudget.plan.memory import activation_bytes_extras, layer_activation_bytes, model_state_bytes
+from stepbudget.plan.memory import DP_KIND_CODES, activation_bytes_extras, layer_activation_bytes, model_state_bytes
 
 COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras")
 """Fields of ``Memory`` that add up to ``total``, in the order the views print them."""
@@ -33,7 +33,7 @@ class Memory:
     params: np.ndarray
     """Parameters kept between steps (a 1/d shard under ZeRO-3/FSDP), DualPipe's two stages included."""
     grads: np.ndarray
-    """Gradient accumulation buffer (a 1/d shard under ZeRO-2 and up)."""
+    """Gradient accumulation buffer (a 1/d shard under ZeRO-2, ZeRO-3 and FSDP with reshard)."""
     optimizer: np.ndarray
     """Optimizer state with the FP32 master copy (a 1/d shard under ZeRO-1 and up)."""
     gathered: np.ndarray
@@ -140,9 +140,13 @@ def memory_per_gpu(plan: Plan) -> Memory:
     )
     extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight)
     d, e = state["dense"], state["expert"]
+    # FSDP without reshard keeps whole gradients through the step and reduce-scatters once (traffic.py)
+    whole_grads = (plan.dp_kind == DP_KIND_CODES[DataParallel.FSDP]) & ~plan.reshard
+    w_g = pr.grad_buffer or pr.grads
+    grads = np.where(whole_grads, w_g * (psi_dense + psi_expert), d.grads + e.grads)
     return Memory(
         plan=plan,
-        params=d.params + e.params, grads=d.grads + e.grads, optimizer=d.optimizer + e.optimizer,
+        params=d.params + e.params, grads=grads, optimizer=d.optimizer + e.optimizer,
         gathered=d.gathered + e.gathered,
         activations=per_layer * layers * inflight * pr.saved_activations / 2,  # counts assume BF16
         extras=extras,

@@ -203,6 +203,9 @@ SCHEDULE_REASONS: tuple[str | None, ...] = (
     "set m to a multiple of {p}",
     "dualpipe needs an even number of stages (got p={p}); set p to an even number",
     "dualpipe needs an even number of micro-batches (got m={m}); set m to an even number",
+    "{schedule} needs at least p = {p} micro-batches to fill the pipeline (got m={m}); raise the batch or lower p",
+    "zb-h2 needs at least 2p-1 = {need} micro-batches in flight for its zero bubble (got m={m}); "
+    "raise the batch, lower p or use zb-h1",
 )
 """Message of each reason code from ``schedule_reason``; code 0 (``None``) is a valid layout."""
 
@@ -217,6 +220,7 @@ def schedule_reason(schedule, p, m, v) -> np.ndarray:
     """
     code, p, m, v = np.broadcast_arrays(schedule_code(schedule), *(np.asarray(x) for x in (p, m, v)))
     interleaved, dualpipe = code == _INTERLEAVED, code == _DUALPIPE
+    needs_full = (code == _ZB_H1) | dualpipe
     positive = (p >= 1) & (m >= 1) & (v >= 1)
     return np.select(
         [
@@ -226,8 +230,10 @@ def schedule_reason(schedule, p, m, v) -> np.ndarray:
             interleaved & (np.mod(m, np.where(positive, p, 1)) != 0),
             dualpipe & (np.mod(p, 2) != 0),
             dualpipe & (np.mod(m, 2) != 0),
+            needs_full & (m < p),
+            (code == _ZB_H2) & (m < 2 * p - 1),
         ],
-        [1, 2, 3, 4, 5, 6],
+        [1, 2, 3, 4, 5, 6, 7, 8],
         0,
     )
 
@@ -246,4 +252,4 @@ def check_schedule(schedule, p, m, v) -> str | None:
     if reason == 0:
         return None
     name = _CODE_TO_SCHEDULE[int(schedule_code(schedule))]
-    return SCHEDULE_REASONS[reason].format(schedule=name, p=p, m=m, v=v)
+    return SCHEDULE_REASONS[reason].format(schedule=name, p=p, m=m, v=v, need=2 * p - 1)

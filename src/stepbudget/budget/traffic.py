@@ -16,7 +16,7 @@ from stepbudget.enums import Axis, Collective
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
-DDP, ZERO3, FSDP = (DP_KIND_CODES[k] for k in ("ddp", "zero3", "fsdp"))
+DDP, ZERO2, ZERO3, FSDP = (DP_KIND_CODES[k] for k in ("ddp", "zero2", "zero3", "fsdp"))
 FULL = RECOMPUTE_CODES["full"]
 
 
@@ -114,24 +114,31 @@ def exchanges(plan: Plan) -> list[Exchange]:
     out.append(_exchange(plan, Axis.PP, Collective.SEND_RECV, "activations", False,
                          group=np.where(p > 1, 2, 1), S=S_pp, calls=2 * mbs * v, q=plan.q["pp"], tier=plan.tier["pp"]))
 
-    # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per layer (FSDP unit / bucket)
-    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
+    # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per layer (FSDP unit /
+    # bucket). Sharded gradients (ZeRO-2, ZeRO-3, FSDP with reshard) cannot wait for the end of the
+    # step, so they reduce-scatter after every micro-batch; resharded parameters are gathered again
+    # for every micro-batch's forward and backward. DDP, ZeRO-1 and FSDP without reshard (Llama 3)
+    # keep whole gradients (and parameters) through the step and exchange once per step.
+    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     alg = plan.dp_algorithm
+    ddp = plan.dp_kind == DDP
+    resharded = (plan.dp_kind == ZERO3) | ((plan.dp_kind == FSDP) & plan.reshard)
+    per_microbatch = (plan.dp_kind == ZERO2) | resharded
+    rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
+    ag_calls = np.where(ddp, 0, units * np.where(resharded, 2 * mbs, 1))
     for label, psi, group, q in (
         ("", plan.params_dense_per_gpu, plan.dp_group, plan.q["dp"]),
         ("expert ", plan.params_expert_per_gpu, plan.expert_dp_group, plan.q["expert_dp"]),
     ):
         if not np.any(psi > 0):
             continue
-        ddp = plan.dp_kind == DDP
-        gathers = np.where((plan.dp_kind == ZERO3) | ((plan.dp_kind == FSDP) & plan.reshard), 2, 1)
         common = dict(group=group, q=q, tier=plan.tier["dp"], algorithm=alg)
         out.append(_exchange(plan, Axis.DP, Collective.ALL_REDUCE, label + "grads", False,
                              S=psi * w.grads / units, calls=np.where(ddp, units, 0), **common))
         out.append(_exchange(plan, Axis.DP, Collective.REDUCE_SCATTER, label + "grads", False,
-                             S=psi * w.grads / units, calls=np.where(ddp, 0, units), **common))
+                             S=psi * w.grads / units, calls=rs_calls, **common))
         out.append(_exchange(plan, Axis.DP, Collective.ALL_GATHER, label + "params", False,
-                             S=psi * w.params / units, calls=np.where(ddp, 0, gathers * units), **common))
+                             S=psi * w.params / units, calls=ag_calls, **common))
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
     # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts

@@ -1,0 +1,38 @@
+"""From a measured whole-step rate to a kernel rate, so other layouts can be compared.
+
+A scenario with ``rate_scope: step`` carries a rate measured over whole steps of one layout
+(Llama 3's 400 TFLOP/s): the bubble and critical-path exchanges of that layout are inside
+it. Another layout has another bubble, so a search or a scaling curve needs the rate the
+kernels ran at. ``kernel_scenario`` finds the kernel rate at which the scenario's own
+layout, with its bubble and exposed exchanges added, takes the same step time as measured.
+"""
+
+from __future__ import annotations
+
+from stepbudget.budget.step import estimate
+from stepbudget.enums import RateScope
+from stepbudget.inputs.scenario import Scenario
+from stepbudget.plan.derive import derive
+
+
+def _with_rate(sc: Scenario, rate: float) -> Scenario:
+    cluster = sc.cluster.model_copy(update={"achieved_flops": rate, "rate_scope": RateScope.KERNEL})
+    return sc.model_copy(update={"cluster": cluster})
+
+
+def kernel_scenario(sc: Scenario) -> tuple[Scenario, float | None]:
+    """``sc`` with a kernel-scope rate, and that rate if it had to be calibrated (else None)."""
+    if sc.cluster.rate_scope == RateScope.KERNEL:
+        return sc, None
+    measured = float(estimate(derive(sc)).step_s)
+    step_rate = float(derive(sc).flops_rate)
+    lo, hi = step_rate, step_rate
+    while float(estimate(derive(_with_rate(sc, hi))).step_s) > measured:  # kernel rate >= step rate
+        hi *= 2
+        if hi > 1e3 * step_rate:  # exposed time alone exceeds the measurement: keep the step rate
+            return _with_rate(sc, step_rate), step_rate
+    for _ in range(60):  # bisection on a step time that falls as the rate rises
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(estimate(derive(_with_rate(sc, mid))).step_s) > measured else (lo, mid)
+    rate = 0.5 * (lo + hi)
+    return _with_rate(sc, rate), rate

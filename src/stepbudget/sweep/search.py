@@ -1,0 +1,187 @@
+"""Layout search: evaluate every valid layout over arrays, keep those that fit, rank by step time.
+
+Chunks of the layout space go through ``derive`` -> ``estimate`` and ``memory_per_gpu``
+(the same code as one scenario), so memory stays bounded by the chunk size. Kept per
+chunk: the best ``top`` feasible layouts, the best layout for each value of each knob (to
+say why the winner wins) and drop counts; every evaluated layout can stream to Parquet.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from stepbudget.budget.memory import memory_per_gpu
+from stepbudget.budget.step import DIMS, estimate
+from stepbudget.inputs.scenario import Scenario, ScenarioError, build
+from stepbudget.plan.derive import derive
+from stepbudget.sweep.calibrate import kernel_scenario
+from stepbudget.sweep.space import COLUMNS, layout_space
+from stepbudget.sweep.store import ParquetSink, _NAMES
+
+KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
+"""Layout knobs the search reports a best layout for, value by value."""
+
+METRICS = ("step_s", "compute_s", "bubble_s", "exposed_comm_s", *(f"exposed_{d.value}_s" for d in DIMS),
+           "mfu", "memory_bytes", "model_state_bytes")
+
+DROP_STATE = "model state alone exceeds HBM"
+DROP_ACTIVATIONS = "activations push it past HBM"
+
+
+class SearchError(ScenarioError):
+    """The space is empty after a constraint: the message names it and by how much."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    scenario: Scenario
+    """The base scenario as evaluated (kernel-scope rate, ``gpus`` GPUs)."""
+    gpus: int
+    candidates: int
+    """Flat size of the space before the validity filter."""
+    evaluated: int
+    """Valid layouts evaluated."""
+    schedule_invalid: int
+    """Candidates a pipeline schedule rejects (micro-batch count not a multiple of p, odd for DualPipe)."""
+    feasible: int
+    dropped: dict[str, int]
+    seconds: float
+    top: list[dict]
+    """Best feasible layouts, fastest first: layout columns and METRICS."""
+    best_by: dict[str, dict[object, dict]] = field(default_factory=dict)
+    """For each knob in KNOBS: value -> best feasible layout with that value."""
+    smallest: dict | None = None
+    """The layout needing the least memory (to say by how much the space misses when none fits)."""
+    calibrated_rate: float | None = None
+    """Kernel rate found from a step-scope measurement (calibrate.py), if one was needed."""
+    written: int = 0
+    """Rows written to Parquet."""
+
+
+def _row(cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray], i: int) -> dict:
+    out = {}
+    for k, v in cols.items():
+        x = int(v[i])
+        out[k] = _NAMES[k][x] if k in _NAMES else bool(x) if k in ("reshard_after_forward", "sequence_parallel") else x
+    return out | {k: float(v[i]) for k, v in metrics.items()}
+
+
+TIE_S_PER_BYTE = 1e-18
+"""Rank key = step_s + this x memory: equal step times (all exchanges hidden) put the smaller layout first."""
+
+
+def _rank(row: dict) -> float:
+    return row["step_s"] + TIE_S_PER_BYTE * row["memory_bytes"]
+
+
+def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    plan = derive(base, cols)
+    b = estimate(plan)
+    mem = memory_per_gpu(plan)
+    exposed = b.by_dim("exposed_s")
+    shape = plan.shape
+    out = {
+        "step_s": b.step_s, "compute_s": b.compute_s, "bubble_s": b.bubble_s, "exposed_comm_s": b.exposed_comm_s,
+        **{f"exposed_{d}_s": exposed[d] for d in exposed},
+        "mfu": b.mfu, "memory_bytes": mem.total, "model_state_bytes": mem.model_state,
+    }
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
+
+
+def scenario_for(base: Scenario, row: dict, gpus: int | None = None) -> Scenario:
+    """The validated scenario of one search row (the scalar path)."""
+    data = base.model_dump(mode="json")
+    data["cluster"]["gpus"] = gpus or base.cluster.gpus
+    data["layout"].update({k: row[k] for k in COLUMNS})
+    return build(data)
+
+
+def search(
+    scenario: Scenario,
+    gpus: int | None = None,
+    top: int = 10,
+    out: str | None = None,
+    chunk: int = 1 << 17,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Every valid layout of ``scenario`` on ``gpus`` GPUs, ranked; ``out`` streams all of them to Parquet.
+
+    Raises ``SearchError`` when no layout is valid or none fits in HBM.
+    """
+    start = time.perf_counter()
+    base, rate = kernel_scenario(scenario)
+    space = layout_space(base, gpus)
+    if space.empty_reason:
+        raise SearchError(space.empty_reason)
+    base = base.model_copy(update={"cluster": base.cluster.model_copy(update={"gpus": space.gpus})})
+    capacity = float(base.cluster.gpu.hbm_bytes)
+
+    evaluated = feasible_n = bad_schedule = done = 0
+    dropped = {DROP_STATE: 0, DROP_ACTIVATIONS: 0}
+    tops: list[dict] = []
+    best_by: dict[str, dict[object, dict]] = {k: {} for k in KNOBS}
+    smallest = None
+    sink = ParquetSink(out) if out else None
+    try:
+        for covered, cols, invalid in space.chunks(chunk):
+            done += covered
+            bad_schedule += invalid
+            n = len(cols["tp"])
+            if n:
+                m = _metrics(base, cols)
+                fits = m["memory_bytes"] <= capacity
+                state_over = m["model_state_bytes"] > capacity
+                evaluated += n
+                feasible_n += int(fits.sum())
+                dropped[DROP_STATE] += int(state_over.sum())
+                dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
+                j = int(np.argmin(m["memory_bytes"]))
+                if smallest is None or m["memory_bytes"][j] < smallest["memory_bytes"]:
+                    smallest = _row(cols, m, j)
+                step = np.where(fits, m["step_s"] + TIE_S_PER_BYTE * m["memory_bytes"], np.inf)
+                k = min(top, n)
+                for i in np.argpartition(step, k - 1)[:k]:
+                    if fits[i]:
+                        tops.append(_row(cols, m, i))
+                for knob in KNOBS:
+                    for value in np.unique(cols[knob]) if n else ():
+                        masked = np.where(cols[knob] == value, step, np.inf)
+                        i = int(np.argmin(masked))
+                        if np.isfinite(masked[i]):
+                            row = _row(cols, m, i)
+                            name = row[knob]
+                            if name not in best_by[knob] or _rank(row) < _rank(best_by[knob][name]):
+                                best_by[knob][name] = row
+                if sink is not None:
+                    sink.write(cols | m | {"fits": fits})
+            if progress is not None:
+                progress(done, space.size)
+        if sink is not None:
+            sink.__exit__(None, None, None)
+    except BaseException as e:
+        if sink is not None:
+            sink.__exit__(type(e), e, None)
+        raise
+    if evaluated == 0:
+        raise SearchError(
+            f"every candidate layout breaks a pipeline schedule's micro-batch rule ({bad_schedule:,} rejected); "
+            "raise batch.global_batch_seqs"
+        )
+    if feasible_n == 0:
+        need = smallest["memory_bytes"] if smallest else float("nan")
+        raise SearchError(
+            f"cluster.gpu: no layout fits in {capacity / 1e9:.0f} GB of HBM; the smallest needs {need / 1e9:.1f} GB "
+            f"(short by {(need - capacity) / 1e9:.1f} GB: {dropped[DROP_STATE]:,} layouts exceed it on model state "
+            f"alone); use a GPU with more HBM or more GPUs"
+        )
+    tops.sort(key=_rank)
+    return SearchResult(
+        scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,
+        feasible=feasible_n, dropped=dropped, seconds=time.perf_counter() - start, top=tops[:top],
+        best_by={k: dict(sorted(v.items(), key=lambda kv: _rank(kv[1]))) for k, v in best_by.items()},
+        smallest=smallest, calibrated_rate=rate, written=sink.rows if sink else 0,
+    )

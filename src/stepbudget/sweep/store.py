@@ -1,0 +1,70 @@
+"""Results store: every evaluated layout as Parquet rows, written all-or-nothing.
+
+Rows go to a hidden temporary file beside the target, one row group per chunk; only when
+the search finishes is it renamed over the target (an atomic rename on one file system).
+An error or Ctrl-C removes the temporary file, so a file the user saved before is never
+replaced by half a result.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.plan.derive import CP_KIND_CODES
+from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+
+# coded columns are written as dictionary-encoded strings: readable in any Parquet reader
+_NAMES = {
+    "schedule": [str(k) for k in SCHEDULE_CODES],
+    "dp_kind": [str(k) for k in DP_KIND_CODES],
+    "recompute": [str(k) for k in RECOMPUTE_CODES],
+    "cp_kind": list(CP_KIND_CODES),
+}
+_BOOLS = ("reshard_after_forward", "sequence_parallel", "fits")
+
+
+class ParquetSink:
+    """Context manager that appends column dicts and publishes the file on a clean exit."""
+
+    def __init__(self, path: str | os.PathLike):
+        import pyarrow.parquet  # noqa: F401 - fail here, before any work, if pyarrow is missing
+
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
+        self._writer = None
+        self.rows = 0
+
+    def __enter__(self) -> "ParquetSink":
+        return self
+
+    def write(self, columns: dict[str, np.ndarray]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        arrays = {}
+        for name, values in columns.items():
+            if name in _NAMES:
+                arrays[name] = pa.DictionaryArray.from_arrays(
+                    pa.array(values.astype(np.int32)), pa.array(_NAMES[name])
+                )
+            elif name in _BOOLS:
+                arrays[name] = pa.array(values.astype(bool))
+            else:
+                arrays[name] = pa.array(values)
+        table = pa.table(arrays)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.tmp, table.schema, compression="zstd")
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if exc_type is None and self._writer is not None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
