@@ -112,10 +112,8 @@ def search(
         fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
     if top < 1:
         fail(f"--top: {top} layouts cannot be printed; give 1 or more")
-    if out is not None and not out.endswith(".parquet"):
-        fail(f"--out: {out!r} is not a .parquet path; name the file FILE.parquet")
-    if out is not None and not Path(out).resolve().parent.is_dir():
-        fail(f"--out: folder {str(Path(out).resolve().parent)!r} does not exist; create it or choose another path")
+    if out is not None:
+        _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
             result = run_search(sc, gpus=gpus, top=top, out=out, progress=bar)
@@ -135,6 +133,83 @@ def search(
         console.print(f"  {line}")
     if out:
         console.print(f"wrote {result.written:,} layouts to {out}")
+
+
+@app.command()
+def scale(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    gpus: Annotated[str, typer.Option("--gpus", help="Comma-separated GPU counts, e.g. 8192,16384,32768.")] = "",
+    sets: Sets = None,
+    weak: Annotated[bool, typer.Option("--weak", help="Keep the batch per replica (weak scaling), not the global batch.")] = False,
+    research: Annotated[bool, typer.Option("--research", help="Search the best layout again at each size.")] = False,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write the curve to FILE.html, FILE.png or FILE.svg.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Strong (or weak) scaling: compute, DP time, communication share, exposed share and MFU per size."""
+    from stepbudget.sweep.scaling import parse_gpus
+    from stepbudget.sweep.scaling import scale as run_scale
+    from stepbudget.views.figures import FORMATS
+    from stepbudget.views.scaling import scale_dict, scale_table
+
+    sc = _load(scenario, sets)
+    if plot is not None:
+        _check_out(plot, FORMATS, "--plot")
+    try:
+        sizes = parse_gpus(gpus or str(sc.cluster.gpus))
+        curve = run_scale(sc, sizes, weak=weak, research=research)
+    except ScenarioError as e:
+        fail(str(e))
+    if plot is not None:
+        from stepbudget.views.figures import scale_figure
+
+        scale_figure(curve, plot)
+    if as_json:
+        _print_json(scale_dict(curve))
+    else:
+        console.print(scale_table(curve))
+        if plot is not None:
+            console.print(f"wrote {plot}")
+
+
+@app.command()
+def whatif(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    vary: Annotated[Optional[list[str]], typer.Option(
+        "--vary", help="One variant: KEY=VALUE pairs separated by spaces (repeatable, one per variant).")] = None,
+    chapter: Annotated[bool, typer.Option("--chapter", help="Add the chapter's cases (HBM, batch, MoE, 128K, NIC, NVLink, GPU).")] = False,
+    sets: Sets = None,
+    as_json: AsJson = False,
+) -> None:
+    """Compare variants of a scenario side by side, with each one's traffic matrix."""
+    from stepbudget.sweep.whatif import CHAPTER_CASES, parse_vary
+    from stepbudget.sweep.whatif import whatif as run_whatif
+    from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
+
+    if not vary and not chapter:
+        fail("whatif: give at least one --vary 'KEY=VALUE ...' or --chapter")
+    if chapter and scenario not in CHAPTER_CASES:
+        fail(f"--chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}; use --vary for {scenario!r}")
+    try:
+        variants = [(text, parse_vary(text)) for text in vary or []]
+        if chapter:
+            variants = list(CHAPTER_CASES[scenario].items()) + variants
+        result = run_whatif(scenario, list(sets or []), variants)
+    except (ScenarioError, UnitError) as e:
+        fail(str(e))
+    if as_json:
+        _print_json(whatif_dict(result))
+        return
+    console.print(whatif_table(result))
+    console.print(traffic_table(result))
+
+
+def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
+    """One-line error unless ``path`` has one of ``suffixes`` and its folder exists."""
+    if Path(path).suffix not in suffixes:
+        fail(f"{option}: {path!r} needs one of the extensions {', '.join(suffixes)}; rename it")
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        fail(f"{option}: folder {str(folder)!r} does not exist; create it or choose another path")
 
 
 @contextmanager

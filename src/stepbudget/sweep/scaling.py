@@ -1,0 +1,142 @@
+"""Strong and weak scaling: the same job on more GPUs (chapter 5.4, Figure 5.4).
+
+Strong scaling keeps the global batch: compute per GPU falls as 1/G while the DP exchange per
+GPU stays put, so the communication share rises. Weak scaling keeps the batch per replica:
+compute per GPU stays and the global batch grows with DP. The model-parallel layout (TP, CP,
+PP, EP, schedule, micro-batch) is held fixed and DP takes the rest of the GPUs, or, with
+``research``, the best layout is searched again at each size.
+
+Each size is one ``derive`` -> ``estimate`` of the scenario with DP and the batch replaced; a
+scenario whose rate is a whole-step measurement is first turned into a kernel rate (calibrate.py), so that
+its own size reproduces the measured step and other sizes get their own bubble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget.memory import memory_per_gpu
+from stepbudget.budget.pipeline import SCHEDULE_CODES, check_schedule
+from stepbudget.budget.step import estimate
+from stepbudget.enums import Axis
+from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.plan.derive import derive
+from stepbudget.sweep.calibrate import kernel_scenario
+
+_CODE_TO_SCHEDULE = {code: name for name, code in SCHEDULE_CODES.items()}
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    gpus: int
+    layout: dict
+    """tp, cp, pp, dp, ep, schedule, virtual_stages, micro_batch at this size."""
+    global_batch_seqs: int
+    microbatches: float
+    compute_s: float
+    bubble_s: float
+    dp_s: float
+    """Time of all DP exchanges (hidden or not)."""
+    comm_s: float
+    exposed_comm_s: float
+    step_s: float
+    comm_share: float
+    """comm_s / (compute_s + comm_s): the chapter's communication share."""
+    exposed_share: float
+    mfu: float
+    memory_bytes: float
+    fits: bool
+    note: str | None = None
+    """Why this size breaks a rule (schedule, memory) while still being evaluated."""
+
+
+@dataclass(frozen=True)
+class ScaleCurve:
+    scenario: Scenario
+    """The kernel-scope base every point was evaluated from."""
+    mode: str
+    """"strong" or "weak"."""
+    researched: bool
+    points: list[ScalePoint]
+    calibrated_rate: float | None
+
+
+def parse_gpus(text: str) -> list[int]:
+    """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming --gpus otherwise."""
+    try:
+        sizes = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ScenarioError(f"--gpus: {text!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
+    if not sizes or any(n < 1 for n in sizes):
+        raise ScenarioError(f"--gpus: {text!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
+    return sizes
+
+
+def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research: bool = False) -> ScaleCurve:
+    """The scaling curve of ``scenario`` over ``sizes`` GPU counts (strong unless ``weak``)."""
+    base, rate = kernel_scenario(scenario)
+    lay = base.layout
+    group = lay.tp * lay.cp * lay.pp
+    seqs0, dp0 = base.global_batch_seqs, lay.dp
+    if research:
+        return ScaleCurve(base, "weak" if weak else "strong", True, [_best(base, n, seqs0, dp0, weak) for n in sizes], rate)
+    for n in sizes:
+        if n % group:
+            raise ScenarioError(
+                f"--gpus: {n} GPUs do not hold whole model replicas of tp*cp*pp = {group}; use multiples of {group}"
+            )
+    dp = np.array([n // group for n in sizes])
+    seqs = dp * (seqs0 // dp0) if weak else np.full(len(sizes), seqs0)
+    if weak and seqs0 % dp0:
+        raise ScenarioError(f"--weak: {seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
+    short = [(n, d) for n, d, s in zip(sizes, dp, seqs) if s % (d * lay.micro_batch)]
+    if short:
+        n, d = short[0]
+        raise ScenarioError(
+            f"--gpus: at {n} GPUs dp = {d} and micro_batch {lay.micro_batch} do not divide the {seqs0} sequences of the "
+            f"batch; choose sizes where dp*micro_batch divides it, or use --weak"
+        )
+    points = [_evaluate(base, n, int(s), {"dp": np.asarray(d)}) for n, d, s in zip(sizes, dp, seqs)]
+    return ScaleCurve(base, "weak" if weak else "strong", False, points, rate)
+
+
+def _with_batch(sc: Scenario, seqs: int, gpus: int) -> Scenario:
+    batch = sc.batch.model_copy(update={"global_batch_seqs": seqs, "global_batch_tokens": None})
+    return sc.model_copy(update={"batch": batch, "cluster": sc.cluster.model_copy(update={"gpus": gpus})})
+
+
+def _evaluate(base: Scenario, gpus: int, seqs: int, layout: dict) -> ScalePoint:
+    sc = _with_batch(base, seqs, gpus)
+    plan = derive(sc, layout)
+    b = estimate(plan)
+    mem = memory_per_gpu(plan)
+    dims = b.by_dim("time_s")
+    f = lambda x: float(np.asarray(x))  # noqa: E731
+    sched = _CODE_TO_SCHEDULE[int(plan.schedule)]
+    notes = [check_schedule(sched, int(plan.pp), f(plan.microbatches), int(plan.v))]
+    if not bool(mem.fits):
+        notes.append(f"needs {f(mem.total) / 1e9:.0f} GB of {mem.capacity / 1e9:.0f} GB HBM")
+    return ScalePoint(
+        gpus=gpus,
+        layout={"tp": int(plan.tp), "cp": int(plan.cp), "pp": int(plan.pp), "dp": int(plan.dp), "ep": int(plan.ep),
+                "schedule": str(sched), "virtual_stages": int(plan.v), "micro_batch": int(plan.micro_batch)},
+        global_batch_seqs=seqs, microbatches=f(plan.microbatches),
+        compute_s=f(b.compute_s), bubble_s=f(b.bubble_s), dp_s=f(dims[Axis.DP.value]), comm_s=f(b.comm_s),
+        exposed_comm_s=f(b.exposed_comm_s), step_s=f(b.step_s), comm_share=f(b.comm_share),
+        exposed_share=f(b.exposed_share), mfu=f(b.mfu), memory_bytes=f(mem.total), fits=bool(mem.fits),
+        note="; ".join(n for n in notes if n) or None,
+    )
+
+
+def _best(base: Scenario, gpus: int, seqs0: int, dp0: int, weak: bool) -> ScalePoint:
+    from stepbudget.sweep.search import scenario_for, search  # search imports this package's calibrate
+
+    seqs = seqs0
+    if weak:
+        group = base.layout.tp * base.layout.cp * base.layout.pp
+        seqs = max(1, gpus // group) * (seqs0 // dp0)
+    sc = _with_batch(base, seqs, gpus)
+    result = search(sc, gpus=gpus, top=1)
+    return _evaluate(scenario_for(result.scenario, result.top[0], gpus), gpus, seqs, {})

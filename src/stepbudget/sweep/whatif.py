@@ -1,0 +1,100 @@
+"""What-if: the same job with a few fields changed, side by side (chapter 5.7, Panel 5.7).
+
+Each variant is the base scenario with ``KEY=VALUE`` overrides, validated like ``--set``.
+All variants run at the base's kernel efficiency: a whole-step rate is calibrated once on the
+base (calibrate.py) and carried to every variant as a share of its GPU's peak, so a variant
+that changes the GPU generation gets that GPU's peak, and a variant that changes the layout
+gets its own bubble. A variant that sets its own achieved rate keeps it.
+
+The traffic matrix of a variant is its bytes per GPU per step, by dimension and by link.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from stepbudget.budget.memory import Memory, memory_per_gpu
+from stepbudget.budget.step import DIMS, Budget, estimate
+from stepbudget.enums import RateScope
+from stepbudget.inputs.scenario import Scenario, ScenarioError, load
+from stepbudget.plan.derive import derive
+from stepbudget.sweep.calibrate import kernel_scenario
+
+CHAPTER_CASES: dict[str, dict[str, tuple[str, ...]]] = {
+    # chapter 5.7: "If the next GPU has 141 or 192 GB of HBM, PP can drop from 16 to 8 ... half the
+    # bubble if the DP degree and the batch per replica stay fixed" - so 8,192 GPUs, DP 128, same batch
+    "llama3-405b": {
+        "PP 8 on 80 GB H100": ("layout.pp=8", "cluster.gpus=8192"),
+        "PP 8 on 141 GB H200": ("layout.pp=8", "cluster.gpus=8192", "cluster.gpu=h200-sxm"),
+        # the chapter's 192 GB is the B200 package; an HGX B200 exposes 180 GB (gpus.yaml)
+        "PP 8 on 180 GB B200": ("layout.pp=8", "cluster.gpus=8192", "cluster.gpu=b200"),
+        # "If the batch doubles, DP bytes per step are unchanged, TP, PP and EP bytes double"
+        "batch x 2": ("batch.global_batch_tokens=33554432",),
+        # "If the model becomes MoE, a data-dependent all-to-all appears in every MoE layer":
+        # 16 experts of half the FFN width, top-2 (same active FLOPs), EP over the 8 GPUs of a node
+        "dense -> MoE (16 experts, top-2, EP 8)": (
+            "model.moe={num_experts: 16, top_k: 2, expert_ffn_size: 26624}", "layout.ep=8"),
+        # "If the sequence grows to 128K, CP takes GPUs from DP": Llama 3 Table 4's long-context row
+        "sequence 128K (CP 16 from DP)": ("model.seq_len=131072", "layout.cp=16", "layout.dp=8"),
+        "NIC 200 Gb/s": ("cluster.nic_Bps=200Gb/s",),
+        "NVLink domain 64 (NVL72 rack)": ("cluster.gpus_per_node=64", "cluster.nics_per_node=64"),
+        "GPU generation: B200": ("cluster.gpu=b200", "cluster.nvlink_Bps=900GB/s"),
+    },
+}
+"""Named variants per preset: the chapter's four cases, then NIC rate, NVLink domain and GPU generation."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    changes: tuple[str, ...]
+    scenario: Scenario
+    budget: Budget
+    memory: Memory
+
+    def traffic_matrix(self) -> dict[str, dict[str, float]]:
+        """Bytes per GPU per step: dimension -> {"nvlink", "nic", "total"}."""
+        b = self.budget
+        nv, nic, tot = b.by_dim("nvlink_bytes"), b.by_dim("nic_bytes"), b.by_dim("bytes_per_gpu")
+        return {d.value: {"nvlink": float(nv[d.value]), "nic": float(nic[d.value]), "total": float(tot[d.value])}
+                for d in DIMS}
+
+
+def parse_vary(text: str) -> tuple[str, ...]:
+    """'layout.pp=8 cluster.gpus=8192' -> ('layout.pp=8', 'cluster.gpus=8192'); quotes keep spaces."""
+    try:
+        items = tuple(shlex.split(text.replace(";", " ")))
+    except ValueError as e:
+        raise ScenarioError(f"--vary {text!r}: {e}; quote values that contain spaces") from None
+    bad = [x for x in items if "=" not in x or not x.partition("=")[0]]
+    if not items or bad:
+        raise ScenarioError(f"--vary {text!r}: write KEY=VALUE pairs separated by spaces, e.g. --vary 'layout.pp=8 cluster.gpus=8192'")
+    return items
+
+
+def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Scenario:
+    if any(c.startswith(("cluster.achieved", "cluster.rate_scope")) for c in changes):
+        return sc  # the variant says what rate it runs at
+    cluster = sc.cluster.model_copy(update={"achieved_flops": None, "achieved_fraction": fraction,
+                                            "rate_scope": RateScope.KERNEL})
+    return sc.model_copy(update={"cluster": cluster})
+
+
+def _peak(sc: Scenario) -> float:
+    return sc.cluster.peak_fp8 if sc.precision.gemm == "fp8" else sc.cluster.gpu.peak_bf16_flops
+
+
+def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
+    """The base (``ref`` with ``sets``) and each named variant, evaluated at the base's kernel efficiency."""
+    base, _ = kernel_scenario(load(ref, sets))
+    fraction = float(derive(base).flops_rate) / _peak(base)
+    out = []
+    for name, changes in [("base", ())] + list(variants):
+        try:
+            sc = base if not changes else _at_fraction(load(ref, [*sets, *changes]), fraction, changes)
+        except ScenarioError as e:
+            raise ScenarioError(f"variant {name!r}: {e}") from None
+        plan = derive(sc)
+        out.append(Variant(name, tuple(changes), sc, estimate(plan), memory_per_gpu(plan)))
+    return out

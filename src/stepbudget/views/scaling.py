@@ -1,0 +1,48 @@
+"""ScaleCurve -> JSON-ready dict and a rich table (the `scale` command)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from rich.table import Table
+from rich.text import Text
+
+from stepbudget.sweep.scaling import ScaleCurve
+from stepbudget.units import fmt_bytes, fmt_flops, fmt_time
+from stepbudget.plan.derive import derive
+
+
+def scale_dict(curve: ScaleCurve) -> dict:
+    """The `scale --json` object (keys documented in the README)."""
+    return {
+        "scenario": curve.scenario.name,
+        "mode": curve.mode,
+        "researched": curve.researched,
+        "kernel_rate_flops": float(derive(curve.scenario).flops_rate),
+        "calibrated_rate": curve.calibrated_rate is not None,
+        "points": [asdict(p) for p in curve.points],
+    }
+
+
+def scale_table(curve: ScaleCurve) -> Table:
+    rate = fmt_flops(float(derive(curve.scenario).flops_rate))
+    how = "best layout searched at each size" if curve.researched else "model-parallel layout fixed, DP takes the rest"
+    t = Table(title=f"{curve.scenario.name}: {curve.mode} scaling · {how} · kernel rate {rate}", title_justify="left")
+    for col in ("GPUs", "layout", "batch", "m", "compute", "bubble", "DP exchange", "all exchanges", "exposed",
+                "step", "comm share", "exposed share", "MFU", "memory"):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    for p in curve.points:
+        lay = p.layout
+        label = f"TP{lay['tp']} CP{lay['cp']} PP{lay['pp']} DP{lay['dp']}" + (f" EP{lay['ep']}" if lay["ep"] > 1 else "")
+        wins = p.comm_s > p.compute_s
+        t.add_row(
+            f"{p.gpus:,}", label, f"{p.global_batch_seqs:,}", f"{p.microbatches:g}", fmt_time(p.compute_s),
+            fmt_time(p.bubble_s), fmt_time(p.dp_s), Text(fmt_time(p.comm_s), style="bold red" if wins else ""),
+            fmt_time(p.exposed_comm_s), fmt_time(p.step_s), f"{p.comm_share:.1%}", f"{p.exposed_share:.1%}",
+            f"{p.mfu:.1%}", Text(fmt_bytes(p.memory_bytes), style="" if p.fits else "red"),
+        )
+    notes = [f"{p.gpus:,} GPUs: {p.note}" for p in curve.points if p.note]
+    if notes:
+        t.caption = "evaluated anyway - " + " | ".join(notes)
+        t.caption_justify = "left"
+    return t
