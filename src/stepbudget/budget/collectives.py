@@ -102,8 +102,12 @@ def call_cost(
     flat_nv = np.where(spans, 0.0, total)  # flat ring: every neighbour on another node (the chapter's case)
     flat_nic = np.where(spans, total, 0.0)
     is_flat, is_tree, is_innet = algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK
-    nvlink = np.where(is_flat, flat_nv, np.where(is_tree, t_nv, np.where(is_innet, i_nv, h_nv)))
-    nic = np.where(is_flat, flat_nic, np.where(is_tree, t_nic, np.where(is_innet, i_nic, h_nic)))
+    if algorithm.ndim == 0:  # one algorithm for every layout (the usual case): no per-element choice
+        nvlink, nic = (flat_nv, flat_nic) if is_flat else (t_nv, t_nic) if is_tree else (
+            (i_nv, i_nic) if is_innet else (h_nv, h_nic))
+    else:
+        nvlink = np.where(is_flat, flat_nv, np.where(is_tree, t_nv, np.where(is_innet, i_nv, h_nv)))
+        nic = np.where(is_flat, flat_nic, np.where(is_tree, t_nic, np.where(is_innet, i_nic, h_nic)))
     nic = np.where(spans, nic, 0.0)
     bytes_per_gpu = np.where(is_tree & (collective == Collective.ALL_REDUCE), 2 * S, total)
 

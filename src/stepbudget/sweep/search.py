@@ -19,7 +19,7 @@ from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import kernel_scenario
-from stepbudget.sweep.space import COLUMNS, layout_space
+from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, layout_space
 from stepbudget.sweep.store import ParquetSink, _NAMES
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
@@ -125,6 +125,8 @@ def search(
     tops: list[dict] = []
     best_by: dict[str, dict[object, dict]] = {k: {} for k in KNOBS}
     smallest = None
+    knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
+                                else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
     sink = ParquetSink(out) if out else None
     try:
         for covered, cols, invalid in space.chunks(chunk):
@@ -148,7 +150,7 @@ def search(
                     if fits[i]:
                         tops.append(_row(cols, m, i))
                 for knob in KNOBS:
-                    for value in np.unique(cols[knob]) if n else ():
+                    for value in knob_values[knob]:
                         masked = np.where(cols[knob] == value, step, np.inf)
                         i = int(np.argmin(masked))
                         if np.isfinite(masked[i]):

@@ -1,0 +1,101 @@
+"""Layout search speed and memory: the array path, the same layouts one at a time, and peak RSS.
+
+Run: python benchmarks/bench_search.py   (prints figures; not a test)
+
+Case 1 is the space Calculon spends about 12 hours on: GPT-3 175B on 1,024 A100-80GB
+(MegaScale's 175B shapes and 6,144-sequence batch). Every case runs in a fresh process so
+its peak RSS is its own; numpy runs these element-wise kernels on one core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+CASES = [
+    ("GPT-3 175B, 1,024 A100-80GB", "megascale-175b", ["cluster.gpus=1024", "layout.dp=16"]),
+    ("Llama 3 405B, 16,384 H100", "llama3-405b", []),
+    ("DeepSeek-V3, 2,048 H800 (EP up to 256)", "deepseek-v3", []),
+    ("Llama 3 405B, 131,072 H100", "llama3-405b", ["cluster.gpus=131072", "layout.dp=1024"]),
+]
+SCALAR_SAMPLE = 2000
+
+
+def one_case(preset: str, sets: list[str]) -> dict:
+    import numpy as np
+
+    import stepbudget as sb
+    from stepbudget.budget.memory import memory_per_gpu
+    from stepbudget.sweep.search import scenario_for, search
+    from stepbudget.sweep.space import layout_space
+
+    sc = sb.load(preset, sets)
+    search(sc, top=1, chunk=1 << 12)  # warm-up: imports, first-call costs
+    t0 = time.perf_counter()
+    result = search(sc, top=10)
+    seconds = time.perf_counter() - t0
+    search_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # high-water mark so far
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "layouts.parquet")
+        t0 = time.perf_counter()
+        search(sc, top=10, out=path)
+        with_parquet = time.perf_counter() - t0
+        parquet_mb = os.path.getsize(path) / 1e6
+
+    # the same model, one layout at a time: validated Scenario -> derive -> estimate -> memory
+    base = result.scenario
+    space = layout_space(base)
+    rng = np.random.default_rng(0)
+    cols = next(c for _, c, _ in space.chunks(1 << 22))  # the first valid layouts (space order)
+    picks = rng.choice(len(cols["tp"]), min(SCALAR_SAMPLE, len(cols["tp"])), replace=False)
+    names = {"schedule": ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "dualpipe"),
+             "dp_kind": ("ddp", "zero1", "zero2", "zero3", "fsdp"), "recompute": ("none", "selective", "full"),
+             "cp_kind": ("all-gather", "ring")}
+    rows = [{k: (names[k][int(v[i])] if k in names else bool(v[i]) if k in ("reshard_after_forward", "sequence_parallel")
+                 else int(v[i])) for k, v in cols.items()} for i in picks]
+    t0 = time.perf_counter()
+    for row in rows:
+        plan = sb.derive(scenario_for(base, row))
+        sb.estimate(plan), memory_per_gpu(plan)
+    scalar_per_layout = (time.perf_counter() - t0) / len(rows)
+    t0 = time.perf_counter()
+    for row in rows:  # without validation: the evaluation alone
+        plan = sb.derive(base, {k: np.asarray(v) for k, v in row.items() if k not in names} | {k: row[k] for k in names})
+        sb.estimate(plan), memory_per_gpu(plan)
+    scalar_eval_only = (time.perf_counter() - t0) / len(rows)
+    return {
+        "candidates": result.candidates, "evaluated": result.evaluated, "feasible": result.feasible,
+        "seconds": seconds, "per_s": result.evaluated / seconds, "with_parquet_s": with_parquet,
+        "parquet_mb": parquet_mb, "scalar_ms": scalar_per_layout * 1e3, "scalar_eval_ms": scalar_eval_only * 1e3,
+        "peak_rss_mb": search_rss,
+        "best": {k: result.top[0][k] for k in ("tp", "cp", "pp", "dp", "ep", "schedule", "micro_batch", "dp_kind")},
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--case":
+        print(json.dumps(one_case(sys.argv[2], json.loads(sys.argv[3]))))
+        return
+    print("layout search: array path vs the same layouts one at a time (fresh process per case)")
+    for label, preset, sets in CASES:
+        out = subprocess.run([sys.executable, __file__, "--case", preset, json.dumps(sets)],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        arrays_per_layout = r["seconds"] / r["evaluated"]
+        print(f"\n{label}")
+        print(f"  candidates {r['candidates']:,}  valid and evaluated {r['evaluated']:,}  fit in HBM {r['feasible']:,}")
+        print(f"  search {r['seconds']:.2f} s = {r['per_s']:,.0f} layouts/s; with Parquet {r['with_parquet_s']:.2f} s "
+              f"({r['parquet_mb']:.1f} MB); peak RSS of the search process {r['peak_rss_mb']:,.0f} MB")
+        print(f"  one at a time: {r['scalar_ms']:.2f} ms per layout with validation, {r['scalar_eval_ms']:.2f} ms "
+              f"evaluation only -> arrays are {r['scalar_ms'] / 1e3 / arrays_per_layout:,.0f}x / "
+              f"{r['scalar_eval_ms'] / 1e3 / arrays_per_layout:,.0f}x faster per layout")
+        print(f"  best: {r['best']}")
+
+
+if __name__ == "__main__":
+    main()
