@@ -30,10 +30,10 @@ def scale_table(curve: ScaleCurve) -> Table:
     t = Table(title=f"{curve.scenario.name}: {curve.mode} scaling · {how} · kernel rate {rate}", title_justify="left")
     for col in ("GPUs", "layout", "batch", "m", "compute", "bubble", "DP exchange", "all exchanges", "exposed",
                 "step", "comm share", "exposed share", "MFU", "memory"):
-        t.add_column(col, justify="left" if col == "layout" else "right")
+        t.add_column(col, justify="left" if col == "layout" else "right", no_wrap=col in ("GPUs", "layout"))
     for p in curve.points:
         lay = p.layout
-        label = f"TP{lay['tp']} CP{lay['cp']} PP{lay['pp']} DP{lay['dp']}" + (f" EP{lay['ep']}" if lay["ep"] > 1 else "")
+        label = " ".join(f"{k.upper()}{lay[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if lay[k] > 1 or k in ("tp", "dp"))
         wins = p.comm_s > p.compute_s
         t.add_row(
             f"{p.gpus:,}", label, f"{p.global_batch_seqs:,}", f"{p.microbatches:g}", fmt_time(p.compute_s),
