@@ -215,11 +215,12 @@ def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
 @contextmanager
 def _progress(show: bool):
     """A rich progress bar on stderr while a long run goes; yields its update callback."""
-    if not show:
+    err = Console(stderr=True)
+    if not show or not err.is_terminal:  # pipes and logs get the result, not a bar's redraws
         yield None
         return
     with Progress(*Progress.get_default_columns(), TextColumn("{task.completed:,.0f} candidates"),
-                  console=Console(stderr=True), transient=True) as bar:
+                  console=err, transient=True) as bar:
         task = bar.add_task("searching", total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 

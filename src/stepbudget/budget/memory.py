@@ -41,7 +41,7 @@ class Memory:
     activations: np.ndarray
     """Stored activations of the rank's layers for every micro-batch in flight."""
     extras: np.ndarray
-    """Embedding dropout masks, and the output layer with FP32 logits when pp = 1."""
+    """Embedding dropout masks (with ``model.dropout``), and the output layer with FP32 logits when pp = 1."""
     layers: np.ndarray
     """Transformer layers on this rank."""
     inflight: np.ndarray
@@ -138,7 +138,8 @@ def memory_per_gpu(plan: Plan) -> Memory:
         s, plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, lay.flash_attention,
         s_kv=model.seq_len, **layer_widths(model),
     )
-    extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight)
+    extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight,
+                                     dropout=model.dropout)
     d, e = state["dense"], state["expert"]
     # FSDP without reshard keeps whole gradients through the step and reduce-scatters once (traffic.py)
     whole_grads = (plan.dp_kind == DP_KIND_CODES[DataParallel.FSDP]) & ~plan.reshard

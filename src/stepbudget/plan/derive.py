@@ -98,8 +98,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     base = {name: getattr(lay, name) for name in LAYOUT_FIELDS}
     base["expert_tp"] = lay.expert_tp_degree
     vals = {**base, **(layouts or {})}
-    if layouts and "expert_tp" not in layouts and "ep" in layouts and lay.expert_tp is None:
-        vals["expert_tp"] = np.where(np.asarray(layouts["ep"]) > 1, 1, vals["tp"])
+    if layouts and "expert_tp" not in layouts and ("ep" in layouts or "tp" in layouts) and lay.expert_tp is None:
+        vals["expert_tp"] = np.where(np.asarray(vals["ep"]) > 1, 1, vals["tp"])
     arrays = np.broadcast_arrays(
         *(np.asarray(vals[k]) for k in ("tp", "cp", "pp", "dp", "ep", "expert_tp", "virtual_stages", "micro_batch")),
         _code(vals["schedule"], SCHEDULE_CODES),

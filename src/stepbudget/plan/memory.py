@@ -260,13 +260,13 @@ def logits_activation_bytes(s, b, h, vocab_size, t, sp) -> np.ndarray:
     )
 
 
-def activation_bytes_extras(s, b, h, vocab_size, t, p, sp, inflight) -> np.ndarray:
+def activation_bytes_extras(s, b, h, vocab_size, t, p, sp, inflight, dropout=True) -> np.ndarray:
     """Activation bytes on the first stage outside the transformer layers.
 
-    Embedding dropout masks for every in-flight micro-batch, plus the output layer and FP32
-    logits when ``p = 1`` (the first stage is also the last): Korthikanti22 §4.3,
-    ``sbhL/t (p/L + delta_{p=1} 4/L (1 + V/h))``. Shape: all arguments broadcast.
+    Embedding dropout masks for every in-flight micro-batch (only with ``dropout``), plus the
+    output layer and FP32 logits when ``p = 1`` (the first stage is also the last):
+    Korthikanti22 §4.3, ``sbhL/t (p/L + delta_{p=1} 4/L (1 + V/h))``. Shape: all arguments broadcast.
     """
-    embedding = embedding_activation_bytes(s, b, h, t, sp, inflight)
+    embedding = embedding_activation_bytes(s, b, h, t, sp, inflight) * bool(dropout)
     logits = logits_activation_bytes(s, b, h, vocab_size, t, sp)
     return embedding + np.where(np.asarray(p) == 1, logits, 0.0)

@@ -9,6 +9,7 @@ say why the winner wins) and drop counts; every evaluated layout can stream to P
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -92,6 +93,21 @@ def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
 
 
+def _check_not_empty(evaluated, bad_schedule, feasible_n, smallest, capacity, dropped) -> None:
+    if evaluated == 0:
+        raise SearchError(
+            f"every candidate layout breaks a pipeline schedule's micro-batch rule ({bad_schedule:,} rejected); "
+            "raise batch.global_batch_seqs"
+        )
+    if feasible_n == 0:
+        need = smallest["memory_bytes"]
+        raise SearchError(
+            f"cluster.gpu: no layout fits in {capacity / 1e9:.0f} GB of HBM; the smallest needs {need / 1e9:.1f} GB "
+            f"(short by {(need - capacity) / 1e9:.1f} GB: {dropped[DROP_STATE]:,} layouts exceed it on model state "
+            f"alone); use a GPU with more HBM or more GPUs"
+        )
+
+
 def scenario_for(base: Scenario, row: dict, gpus: int | None = None) -> Scenario:
     """The validated scenario of one search row (the scalar path)."""
     data = base.model_dump(mode="json")
@@ -127,8 +143,8 @@ def search(
     smallest = None
     knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
                                 else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
-    sink = ParquetSink(out) if out else None
-    try:
+    # the sink publishes FILE only if the block ends without an exception (store.py)
+    with ParquetSink(out) if out else nullcontext() as sink:
         for covered, cols, invalid in space.chunks(chunk):
             done += covered
             bad_schedule += invalid
@@ -162,24 +178,7 @@ def search(
                     sink.write(cols | m | {"fits": fits})
             if progress is not None:
                 progress(done, space.size)
-        if sink is not None:
-            sink.__exit__(None, None, None)
-    except BaseException as e:
-        if sink is not None:
-            sink.__exit__(type(e), e, None)
-        raise
-    if evaluated == 0:
-        raise SearchError(
-            f"every candidate layout breaks a pipeline schedule's micro-batch rule ({bad_schedule:,} rejected); "
-            "raise batch.global_batch_seqs"
-        )
-    if feasible_n == 0:
-        need = smallest["memory_bytes"] if smallest else float("nan")
-        raise SearchError(
-            f"cluster.gpu: no layout fits in {capacity / 1e9:.0f} GB of HBM; the smallest needs {need / 1e9:.1f} GB "
-            f"(short by {(need - capacity) / 1e9:.1f} GB: {dropped[DROP_STATE]:,} layouts exceed it on model state "
-            f"alone); use a GPU with more HBM or more GPUs"
-        )
+        _check_not_empty(evaluated, bad_schedule, feasible_n, smallest, capacity, dropped)
     tops.sort(key=_rank)
     return SearchResult(
         scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,

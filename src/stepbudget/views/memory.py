@@ -15,7 +15,7 @@ _NOTES = {
     "optimizer": "optimizer state with FP32 master copy",
     "gathered": "unsharded layers being gathered (ZeRO-3/FSDP)",
     "activations": "stored for backward, all micro-batches in flight",
-    "extras": "embedding masks; output layer and logits when pp = 1",
+    "extras": "embedding dropout masks; output layer and logits when pp = 1",
 }
 
 
