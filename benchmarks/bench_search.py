@@ -17,16 +17,16 @@ import sys
 import tempfile
 import time
 
-CASES = [
-    ("GPT-3 175B, 1,024 A100-80GB", "megascale-175b", ["cluster.gpus=1024", "layout.dp=16"]),
-    ("Llama 3 405B, 16,384 H100", "llama3-405b", []),
-    ("DeepSeek-V3, 2,048 H800 (EP up to 256)", "deepseek-v3", []),
-    ("Llama 3 405B, 131,072 H100", "llama3-405b", ["cluster.gpus=131072", "layout.dp=1024"]),
+CASES = [  # label, preset, --set overrides, --gpus
+    ("GPT-3 175B, 1,024 A100-80GB", "megascale-175b", [], 1024),
+    ("Llama 3 405B, 16,384 H100", "llama3-405b", [], None),
+    ("DeepSeek-V3, 2,048 H800 (EP up to 256)", "deepseek-v3", [], None),
+    ("Llama 3 405B, 131,072 H100 (rate calibrated on its 16,384-GPU run)", "llama3-405b", [], 131072),
 ]
 SCALAR_SAMPLE = 2000
 
 
-def one_case(preset: str, sets: list[str]) -> dict:
+def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
     import numpy as np
 
     import stepbudget as sb
@@ -35,21 +35,21 @@ def one_case(preset: str, sets: list[str]) -> dict:
     from stepbudget.sweep.space import layout_space
 
     sc = sb.load(preset, sets)
-    search(sc, top=1, chunk=1 << 12)  # warm-up: imports, first-call costs
+    search(sc, gpus=gpus, top=1, chunk=1 << 12)  # warm-up: imports, first-call costs
     t0 = time.perf_counter()
-    result = search(sc, top=10)
+    result = search(sc, gpus=gpus, top=10)
     seconds = time.perf_counter() - t0
     search_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # high-water mark so far
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "layouts.parquet")
         t0 = time.perf_counter()
-        search(sc, top=10, out=path)
+        search(sc, gpus=gpus, top=10, out=path)
         with_parquet = time.perf_counter() - t0
         parquet_mb = os.path.getsize(path) / 1e6
 
     # the same model, one layout at a time: validated Scenario -> derive -> estimate -> memory
     base = result.scenario
-    space = layout_space(base)
+    space = layout_space(base, gpus)
     rng = np.random.default_rng(0)
     cols = next(c for _, c, _ in space.chunks(1 << 22))  # the first valid layouts (space order)
     picks = rng.choice(len(cols["tp"]), min(SCALAR_SAMPLE, len(cols["tp"])), replace=False)
@@ -60,7 +60,7 @@ def one_case(preset: str, sets: list[str]) -> dict:
                  else int(v[i])) for k, v in cols.items()} for i in picks]
     t0 = time.perf_counter()
     for row in rows:
-        plan = sb.derive(scenario_for(base, row))
+        plan = sb.derive(scenario_for(base, row, result.gpus))
         sb.estimate(plan), memory_per_gpu(plan)
     scalar_per_layout = (time.perf_counter() - t0) / len(rows)
     t0 = time.perf_counter()
@@ -79,11 +79,11 @@ def one_case(preset: str, sets: list[str]) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--case":
-        print(json.dumps(one_case(sys.argv[2], json.loads(sys.argv[3]))))
+        print(json.dumps(one_case(sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4]))))
         return
     print("layout search: array path vs the same layouts one at a time (fresh process per case)")
-    for label, preset, sets in CASES:
-        out = subprocess.run([sys.executable, __file__, "--case", preset, json.dumps(sets)],
+    for label, preset, sets, gpus in CASES:
+        out = subprocess.run([sys.executable, __file__, "--case", preset, json.dumps(sets), json.dumps(gpus)],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         arrays_per_layout = r["seconds"] / r["evaluated"]
