@@ -203,6 +203,39 @@ def whatif(
     console.print(traffic_table(result))
 
 
+@app.command()
+def validate(
+    runs: Annotated[Optional[str], typer.Option("--runs", help="Runs file in the schema of the shipped published_runs.yaml.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write Figure 5.5 to FILE.html, FILE.png or FILE.svg.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
+    from stepbudget.validation.compare import validate as run_validate
+    from stepbudget.views.figures import FORMATS
+    from stepbudget.views.validation import figure_5_5, runs_table, skipped_lines, summary_table, validation_dict
+
+    if plot is not None:
+        _check_out(plot, FORMATS, "--plot")
+    try:
+        rows, summaries = run_validate(runs)
+    except ScenarioError as e:
+        fail(str(e))
+    if plot is not None:
+        figure_5_5(rows, plot)
+    if as_json:
+        _print_json(validation_dict(rows, summaries))
+        return
+    console.print(runs_table(rows))
+    console.print(summary_table(summaries))
+    skipped = skipped_lines(rows)
+    if skipped:
+        console.print(f"[bold]Not predicted ({len(skipped)})[/bold]")
+        for line in skipped:
+            console.print(f"  {line}")
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
 def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
     """One-line error unless ``path`` has one of ``suffixes`` and its folder exists."""
     if Path(path).suffix not in suffixes:

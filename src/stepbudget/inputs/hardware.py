@@ -11,6 +11,38 @@ from stepbudget.enums import RateScope
 from stepbudget.inputs._types import Bytes, Flops, Frozen, Rate, Seconds
 
 
+class Kernels(Frozen):
+    """How close one GPU's kernels come to its datasheet: the operator model's efficiency curves.
+
+    A GEMM of shape (M, N, K) reaches ``gemm x f(M) f(N) f(K)`` of the peak, with
+    ``f(x) = x / (x + gemm_half_dim)``: large GEMMs approach ``gemm``, a small dimension costs
+    what it costs in tiles and waves. FlashAttention reaches ``attention_fwd`` / ``attention_bwd``
+    of the BF16 peak on long sequences, ``f(s) = s / (s + attention_half_seq)`` on short ones.
+    Memory-bound kernels (norms, activations, the optimizer) move bytes at ``hbm`` of the HBM
+    bandwidth, and every kernel costs ``kernel_overhead_s`` on top. Each GPU in gpus.yaml carries
+    its own figures with their sources; the defaults here are a Hopper-like guess for a GPU given
+    by its figures alone.
+    """
+
+    source: str = ""
+    gemm: float = Field(0.78, gt=0, le=1)
+    """Share of the dense BF16 peak a large BF16 GEMM reaches."""
+    gemm_fp8: float = Field(0.70, gt=0, le=1)
+    """Share of the dense FP8 peak a large FP8 GEMM reaches (block-scaled, DeepGEMM-style)."""
+    gemm_half_dim: float = Field(64.0, gt=0)
+    """GEMM dimension at which the shape factor f halves the efficiency."""
+    attention_fwd: float = Field(0.62, gt=0, le=1)
+    """Share of the BF16 peak FlashAttention's forward reaches at long sequences."""
+    attention_bwd: float = Field(0.50, gt=0, le=1)
+    """Share of the BF16 peak FlashAttention's backward reaches at long sequences."""
+    attention_half_seq: float = Field(256.0, gt=0)
+    """Sequence length (keys) at which attention efficiency halves."""
+    hbm: float = Field(0.85, gt=0, le=1)
+    """Share of the HBM bandwidth memory-bound kernels reach."""
+    kernel_overhead_s: Seconds = 5e-6
+    """Fixed time of one kernel (launch, ramp and tail): what a tiny GEMM costs whatever its size."""
+
+
 class GPU(Frozen):
     """One accelerator's datasheet figures (dense, no sparsity)."""
 
@@ -24,6 +56,8 @@ class GPU(Frozen):
     """HBM capacity in bytes (80 GB)."""
     hbm_Bps: Rate
     """HBM bandwidth, bytes/s (3.35 TB/s)."""
+    kernels: Kernels = Kernels()
+    """Efficiency curves of this GPU's kernels (operator model)."""
 
 
 class Tier(Frozen):

@@ -18,6 +18,7 @@ from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+from stepbudget.plan.operators import Op, head_ops, layer_ops, layer_times, optimizer_s
 
 CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
 
@@ -67,7 +68,8 @@ class Plan:
     model_flops_per_gpu: np.ndarray
     hardware_flops_per_gpu: np.ndarray
     # the machine, per GPU
-    flops_rate: float
+    flops_rate: float | np.ndarray
+    """Hardware FLOP/s the compute runs at: stated in the scenario, or hardware FLOPs over the operator model's time."""
     peak_flops: float
     rate_scope: RateScope
     nvlink_Bps: float
@@ -77,6 +79,12 @@ class Plan:
     q: dict[str, np.ndarray] = field(default_factory=dict)
     tier: dict[str, np.ndarray] = field(default_factory=dict)
     dp_algorithm: np.ndarray = field(default_factory=lambda: np.asarray(0))
+    rate_source: str = "stated"
+    """"stated" (cluster.achieved_flops / achieved_fraction) or "operators" (plan/operators.py)."""
+    operators: tuple[Op, ...] = ()
+    """The operator model's operators of one average layer, then the output layer (empty when stated)."""
+    optimizer_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
+    """Optimizer step time inside the compute time (operator model only)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -125,7 +133,13 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     hw_flops = (counts.flops_per_token + recompute_extra) * tokens / gpus
 
     peak = cl.peak_fp8 if scenario.precision.gemm == "fp8" else cl.gpu.peak_bf16_flops
-    rate = cl.achieved_flops or (cl.achieved_fraction or 1.0) * peak
+    ops: tuple = ()
+    opt_s = np.asarray(0.0)
+    if cl.achieved_flops or cl.achieved_fraction:
+        rate, source = cl.achieved_flops or cl.achieved_fraction * peak, "stated"
+    else:
+        ops, compute, opt_s = _operator_compute(scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, seqs / (dp * mb))
+        rate, source = hw_flops / compute, "operators"
 
     g = cl.gpus_per_node
     degrees = {Axis.TP: tp, Axis.CP: cp, Axis.PP: pp, Axis.DP: dp}
@@ -167,7 +181,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         expert_dp_group=tp * cp * dp / (ep * etp),
         model_flops_per_gpu=model_flops,
         hardware_flops_per_gpu=hw_flops,
-        flops_rate=float(rate),
+        flops_rate=float(rate) if source == "stated" else rate,
         peak_flops=float(cl.gpu.peak_bf16_flops),
         rate_scope=cl.rate_scope,
         nvlink_Bps=cl.nvlink_Bps * cl.nvlink_efficiency,
@@ -176,4 +190,40 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         q=q,
         tier=tier,
         dp_algorithm=np.asarray(ALGORITHM_CODES[lay.dp_ring]),
+        rate_source=source,
+        operators=ops,
+        optimizer_s=opt_s,
     )
+
+
+def _operator_compute(sc: Scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, microbatches):
+    """Compute seconds per step from the operator model: layers x micro-batches, the output layer, the optimizer."""
+    model, cl, pr = sc.model, sc.cluster, sc.precision
+    k = cl.gpu.kernels
+    fp8 = pr.gemm == "fp8"
+    peak_gemm = cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops
+    common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps)
+    T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
+    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops, **common)
+    fwd, bwd = layer_times(layer)
+    core = next(op for op in layer if op.kind == "attention")
+    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full
+    head = head_ops(model, T, tp, **common)
+    head_fwd, head_bwd = layer_times(head)
+    # a pipeline runs at the pace of its busiest stage: the last one carries the output layer
+    # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)
+    lay = sc.layout
+    e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
+    per_stage = (model.num_layers + model.mtp_layers + e + l_) / pp
+    layer_s = fwd + bwd + again
+    others = np.where(pp >= 3, per_stage, per_stage - e) * layer_s
+    last = (per_stage - l_) * layer_s + head_fwd + head_bwd
+    single = (model.num_layers + model.mtp_layers) * layer_s + head_fwd + head_bwd
+    per_microbatch = np.where(pp == 1, single, np.maximum(others, last))
+    counts = model_counts(model)
+    dense = (counts.params_total - counts.params_routed_experts) / (tp * pp)
+    experts = counts.params_routed_experts / (ep * etp * pp)
+    sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard
+    updated = dense / np.where(sharded, dp * cp, 1) + experts / np.where(sharded, tp * cp * dp / (ep * etp), 1)
+    opt = optimizer_s(updated, pr.optimizer_bytes, pr.grad_buffer or pr.grads, pr.params, k, cl.gpu.hbm_Bps)
+    return tuple(layer + head), microbatches * per_microbatch + opt, opt

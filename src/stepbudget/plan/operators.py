@@ -1,0 +1,165 @@
+"""Operator-level compute time: a roofline per operator of one transformer layer.
+
+Each operator of one layer's forward pass, on one GPU, for one micro-batch, is either a GEMM
+(time = max(FLOPs / (peak x efficiency(M, N, K)), bytes / HBM)), the attention core
+(FlashAttention: FLOPs at its own efficiency) or a memory-bound kernel (bytes / HBM). The
+backward pass costs twice a GEMM's forward (input and weight gradients, Korthikanti App. A),
+2.5 times the attention core's (FlashAttention-2 §3.2: five matmuls against two) and twice a
+memory-bound kernel's bytes. Recompute adds forward operators again. Efficiency curves come
+from the GPU's ``kernels`` (inputs/hardware.py, gpus.yaml).
+
+Every quantity is a numpy array over the layouts of a sweep (0-d for one scenario). Symbols:
+``T`` tokens of one micro-batch on this GPU (b s / cp), ``t`` TP degree, ``h`` hidden size,
+``f`` FFN width, ``a``/``kv`` query/KV heads, ``d`` head dim, ``E``/``k`` experts and top-k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.enums import Activation
+from stepbudget.inputs.hardware import Kernels
+from stepbudget.inputs.model import Model
+
+ATTENTION_BWD_RATIO = 2.5
+"""FlashAttention backward FLOPs over forward: 5 matmuls against 2 (FlashAttention-2 §3.2)."""
+ELEMENT_BYTES = 2
+"""BF16 activations and weights as the GEMMs read them."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of one layer: forward FLOPs and bytes, and times, per micro-batch on one GPU."""
+
+    name: str
+    kind: str
+    """"gemm", "attention" or "memory"."""
+    share: float
+    """Share of the layers that have this operator (MoE operators: the MoE layers' share)."""
+    flops: np.ndarray
+    bytes: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+
+
+def _shape_factor(x, half: float) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    return x / (x + half)  # tiles and waves: a small dimension leaves the GPU partly idle
+
+
+def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, share=1.0) -> Op:
+    """``count`` GEMMs of (M x K) @ (K x N): 2MNK FLOPs each, operands and result read/written once."""
+    M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
+    flops = 2 * M * N * K * count
+    nbytes = ELEMENT_BYTES * (M * K + K * N + M * N) * count
+    eff = gemm_eff * _shape_factor(M, kernels.gemm_half_dim) * _shape_factor(N, kernels.gemm_half_dim) \
+        * _shape_factor(K, kernels.gemm_half_dim)
+    run = np.maximum(flops / (peak * eff), nbytes / (hbm_Bps * kernels.hbm))  # roofline, Williams et al. 2009
+    launch = kernels.kernel_overhead_s * count
+    return Op(name, "gemm", share, flops, nbytes, run + launch, 2 * (run + launch))  # dgrad + wgrad, Korthikanti App. A
+
+
+def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
+    nbytes = np.asarray(nbytes, dtype=float)
+    fwd = nbytes / (hbm_Bps * kernels.hbm) + kernels.kernel_overhead_s
+    return Op(name, "memory", share, np.zeros_like(nbytes), nbytes, fwd, 2 * fwd)  # backward reads and writes twice
+
+
+def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
+              gemm_eff: float, hbm_Bps: float) -> list[Op]:
+    """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
+    h, a = model.hidden_size, model.num_heads
+    T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
+    sp = np.asarray(sp, bool)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff)
+    ops: list[Op] = []
+
+    # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
+    if model.mla is not None:
+        ml = model.mla
+        d_qk, d_v = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+        if ml.q_lora_rank:
+            ops.append(gemm("q down", T, ml.q_lora_rank, h, 1, **g))
+            ops.append(gemm("q up", T, a * d_qk / t, ml.q_lora_rank, 1, **g))
+        else:
+            ops.append(gemm("q", T, a * d_qk / t, h, 1, **g))
+        ops.append(gemm("kv down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, 1, **g))
+        ops.append(gemm("kv up", T, a * (ml.qk_nope_head_dim + d_v) / t, ml.kv_lora_rank, 1, **g))
+        rope_width = a * ml.qk_rope_head_dim / t + ml.qk_rope_head_dim
+    else:
+        d_qk = d_v = model.head_width
+        ops.append(gemm("qkv", T, (a + 2 * model.kv_heads) * d_qk / t, h, 1, **g))
+        rope_width = (a + model.kv_heads) * d_qk / t
+    ops.append(gemm("attention out", T, a * d_v / t, h, 1, **g))
+
+    # attention core: causal FlashAttention computes about half the s x s blocks
+    core = 2 * T * s_kv * (a / t) * (d_qk + d_v) * 0.5  # QK^T and PV, Korthikanti App. A; causal half
+    eff_len = _shape_factor(s_kv, kernels.attention_half_seq)
+    fwd = core / (peak_bf16 * kernels.attention_fwd * eff_len) + kernels.kernel_overhead_s
+    bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
+    ops.append(Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd))
+
+    # MLP: dense layers, and the MoE layers' routed and shared experts
+    gated = model.activation == Activation.SWIGLU
+    up_mult = 2 if gated else 1
+    moe = model.moe
+    dense_share = 1.0 - (model.moe_layers / model.num_layers if moe is not None else 0.0)
+    if dense_share > 0:
+        f = model.ffn_size
+        ops.append(gemm("mlp up", T, up_mult * f / t, h, 1, share=dense_share, **g))
+        ops.append(gemm("mlp down", T, h, f / t, 1, share=dense_share, **g))
+        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * (3 if gated else 2), kernels, hbm_Bps,
+                             share=dense_share))
+    if moe is not None:
+        share = 1.0 - dense_share
+        E, k, fe = moe.num_experts, moe.top_k, moe.expert_ffn_size
+        T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
+        per_expert = T_moe * ep * k / E  # balanced routing, formulas.md 7
+        experts = E / ep
+        ops.append(gemm("router", T_moe, E, h, 1, share=share, **g))
+        ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
+        ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
+        ops.append(memory_op("experts activation + permute",
+                             ELEMENT_BYTES * T_moe * k * ((3 if gated else 2) * fe / etp + 4 * h), kernels, hbm_Bps,
+                             share=share))
+        if moe.shared_experts:
+            fs = moe.shared_experts * (moe.shared_ffn_size or fe)
+            ops.append(gemm("shared up", T, up_mult * fs / t, h, 1, share=share, **g))
+            ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
+
+    # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K;
+    # with SP the norms and residuals see T / t tokens (Korthikanti §4.2.2)
+    T_sp = np.where(sp, T / t, T)
+    ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * (2 * 2 + 2 * 3), kernels, hbm_Bps))
+    ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
+    if model.dropout:
+        ops.append(memory_op("dropout", T_sp * h * 2 * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
+    return ops
+
+
+def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float) -> list[Op]:
+    """Output layer of one micro-batch on the last stage: the logits GEMM and the FP32 softmax/loss."""
+    V = model.vocab_size
+    T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff)
+    heads = 1 + model.mtp_layers
+    return [
+        gemm("logits", T, V / t, model.hidden_size, heads, **g),
+        memory_op("softmax + loss", 4 * T * V / t * 3 * heads, kernels, hbm_Bps),  # FP32 logits written, read, grad
+    ]
+
+
+def optimizer_s(params_updated, optimizer_bytes: float, grad_bytes: float, param_bytes: float, kernels: Kernels,
+                hbm_Bps: float) -> np.ndarray:
+    """One optimizer step: read and write the optimizer state, read the gradient, write the parameter."""
+    nbytes = np.asarray(params_updated, dtype=float) * (2 * optimizer_bytes + grad_bytes + param_bytes)
+    return nbytes / (hbm_Bps * kernels.hbm)
+
+
+def layer_times(ops: list[Op]) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of one average layer for one micro-batch."""
+    fwd = sum(op.share * op.fwd_s for op in ops)
+    bwd = sum(op.share * op.bwd_s for op in ops)
+    return fwd, bwd

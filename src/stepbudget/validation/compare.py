@@ -1,0 +1,68 @@
+"""Predicted against measured: step time and MFU per run, and the error summary per source.
+
+The error of a run is ``predicted_step_s / measured_step_s - 1``: negative when the model is
+too fast. Summaries use its absolute value: the median and the 90th percentile (numpy's
+linear interpolation), per source and over every predictable run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget.step import estimate
+from stepbudget.plan.derive import derive
+from stepbudget.validation.convert import Case, to_case
+from stepbudget.validation.runs import load_runs
+
+
+@dataclass(frozen=True)
+class Row:
+    case: Case
+    predicted_step_s: float | None
+    predicted_mfu: float | None
+    compute_s: float | None = None
+    bubble_s: float | None = None
+    exposed_comm_s: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted_step_s is None or not self.case.measured_step_s:
+            return None
+        return self.predicted_step_s / self.case.measured_step_s - 1
+
+
+@dataclass(frozen=True)
+class Summary:
+    source: str
+    n: int
+    median_abs_error: float | None
+    p90_abs_error: float | None
+    max_abs_error: float | None
+    median_error: float | None
+    """Signed median: negative when the model is too fast."""
+
+
+def summarize(source: str, rows: list[Row]) -> Summary:
+    errors = np.array([r.error for r in rows if r.error is not None])
+    if errors.size == 0:
+        return Summary(source, 0, None, None, None, None)
+    a = np.abs(errors)
+    return Summary(source, int(errors.size), float(np.median(a)), float(np.percentile(a, 90)), float(a.max()),
+                   float(np.median(errors)))
+
+
+def predict(case: Case) -> Row:
+    if case.scenario is None or case.reason is not None:
+        return Row(case, None, None)
+    b = estimate(derive(case.scenario))
+    return Row(case, float(b.step_s), float(b.mfu), float(b.compute_s), float(b.bubble_s), float(b.exposed_comm_s))
+
+
+def validate(path: str | None = None) -> tuple[list[Row], list[Summary]]:
+    """Every run of ``path`` (default: the shipped file) predicted, and summaries per source then overall."""
+    rows = [predict(to_case(run)) for run in load_runs(path)]
+    sources = list(dict.fromkeys(r.case.source for r in rows))
+    summaries = [summarize(s, [r for r in rows if r.case.source == s]) for s in sources]
+    return rows, summaries + [summarize("all", rows)]

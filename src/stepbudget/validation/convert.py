@@ -1,0 +1,260 @@
+"""A published run -> a scenario the model can predict, plus the step time the source measured.
+
+Rules, the same for every run (no per-run constants):
+
+- **Model and cluster.** A run whose model name matches a preset's model starts from that preset
+  (it carries what the file leaves out: Llama 3's rank order, DeepSeek-V3's MLA shapes). The
+  run's own numbers then override it. The rate is always the operator model's:
+  ``achieved_flops`` and ``achieved_fraction`` are dropped, and ``rate_scope`` is kernel.
+- **Hardware.** The GPU is read from its name (A100, H100, H800, H200, B200; "Ampere" without a
+  SKU is taken as A100 SXM, whose 312 TFLOP/s peak the MegaScale MFU arithmetic uses). NVLink
+  figures in the file are datasheet totals and are halved to get per-direction rates.
+- **Layout.** Fields the source leaves out take documented defaults: micro-batch 1, sequence
+  parallelism with TP, no recompute, ZeRO-1 for "distributed optimizer", and experts sharded by
+  TP when EP is not stated. MegaScale-MoE's "SP attention" degree is a context-parallel degree
+  over the same ranks as EP.
+- **Framework.** What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
+  communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
+  compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, PP and DP (the
+  baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap.
+- **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
+  ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
+  says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+
+from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
+from stepbudget.plan.flops import model_counts
+
+MFU_CONVENTION = {
+    "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
+    "Llama 3": "causal",  # Llama 3 Table 4 BF16 MFU; the causal count makes 128K's 380 TFLOP/s plausible (formulas.md 2.4)
+    "DeepSeek-V3": "noncausal",  # ISCA'25 Table 4 quotes 43.73 % non-causal (38.94 % causal)
+    "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
+}
+"""FLOP convention of each source's MFU and TFLOP/s figures."""
+
+NVLINK_PER_DIRECTION = {  # datasheet totals / 2
+    "a100-sxm-80gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s", "h200-sxm": "450GB/s", "b200": "900GB/s",
+}
+
+_GPU_NAMES = (("h100", "h100-sxm"), ("h800", "h800-sxm"), ("h200", "h200-sxm"), ("b200", "b200"),
+              ("a100", "a100-sxm-80gb"), ("ampere", "a100-sxm-80gb"))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run made ready for prediction, or the reason it cannot be."""
+
+    id: str
+    source: str
+    gpus: int
+    framework: str
+    scenario: Scenario | None
+    reason: str | None
+    measured_step_s: float | None
+    measured_from: str
+    """"step_time_s", or how the step was derived from throughput or MFU."""
+    measured_mfu: float | None
+    assumptions: list[str] = field(default_factory=list)
+
+
+def source_of(run: dict) -> str:
+    doc = str((run.get("source") or {}).get("document", "")) + " " + run["id"]
+    low = doc.lower()
+    for key, name in (("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
+                      ("megascale", "MegaScale"), ("llama", "Llama 3"), ("deepseek", "DeepSeek-V3")):
+        if key in low:
+            return name
+    return doc.split(",")[0].strip() or "other"
+
+
+def _preset_for(model_name: str) -> str | None:
+    name = model_name.lower().replace(" moe", "")
+    for preset in preset_names():
+        base = str(raw_scenario(preset).get("model", {}).get("name", "")).lower()
+        if base and (base == name or base.replace("internal-", "internal-") == name):
+            return preset
+    if name in ("gpt 175b", "gpt-3 175b"):
+        return "megascale-175b"
+    return None
+
+
+def _gpu(text: str) -> str | None:
+    low = text.lower()
+    return next((key for word, key in _GPU_NAMES if word in low), None)
+
+
+def _text(value) -> str:
+    return "" if value is None else str(value).lower()
+
+
+def to_case(run: dict) -> Case:
+    """The scenario and measured step of one run (``reason`` set when it cannot be predicted)."""
+    rid, source = run["id"], source_of(run)
+    m, hw, lay, meas = run["model"], run["hardware"], run["layout"], run["measured"]
+    notes: list[str] = []
+    framework = str(lay.get("framework") or "")
+    common = dict(id=rid, source=source, gpus=run["num_gpus"], framework=framework)
+
+    missing = [f"{sec}.{name}" for sec, names in (("model", ("layers", "hidden", "heads", "vocab", "seq_len")),
+                                                  ("layout", ("tp", "pp", "global_batch_seqs")))
+               for name in names if (m if sec == "model" else lay).get(name) is None]
+    if missing:
+        return Case(**common, scenario=None, reason=f"not stated in the source: {', '.join(missing)}",
+                    measured_step_s=None, measured_from="", measured_mfu=None)
+
+    preset = _preset_for(str(m.get("name", "")))
+    data = copy.deepcopy(raw_scenario(preset)) if preset else {}
+    if preset:
+        notes.append(f"unstated fields from preset {preset}")
+    data.update(name=rid, description=str(m.get("name", "")), source=str(run.get("source", {}).get("document", "")))
+
+    # model
+    model = data.setdefault("model", {})
+    model.update(name=str(m.get("name", "model")), num_layers=m["layers"], hidden_size=m["hidden"],
+                 num_heads=m["heads"], vocab_size=m["vocab"], seq_len=m["seq_len"])
+    if m.get("kv_heads"):
+        model["num_kv_heads"] = m["kv_heads"]
+    if m.get("head_dim"):
+        model["head_dim"] = m["head_dim"]
+    if m.get("ffn_hidden"):
+        model["ffn_size"] = m["ffn_hidden"]
+    elif "ffn_size" not in model:
+        model["ffn_size"] = 4 * m["hidden"]
+        notes.append("FFN width 4h (GPT) assumed")
+    if "swiglu" in _text(m.get("activation")):
+        model["activation"] = "swiglu"
+    elif "activation" not in model:
+        model["activation"] = "gelu"
+    if isinstance(m.get("moe"), dict):
+        mo = m["moe"]
+        moe = model.setdefault("moe", {})
+        moe.update({k: v for k, v in (("num_experts", mo.get("num_experts")), ("top_k", mo.get("top_k")),
+                                      ("expert_ffn_size", mo.get("expert_ffn_hidden")),
+                                      ("shared_experts", mo.get("shared_experts")),
+                                      ("node_limit", mo.get("node_limit"))) if v is not None})
+        if m.get("dense_layers") is not None:
+            moe["first_dense_layers"] = m["dense_layers"]
+    if m.get("mtp_depth") is not None:
+        model["mtp_layers"] = m["mtp_depth"]
+
+    # cluster
+    cl = data.setdefault("cluster", {})
+    gpu = _gpu(str(hw.get("gpu", "")))
+    if gpu is None:
+        return Case(**common, scenario=None, reason=f"hardware.gpu: {hw.get('gpu')!r} is not a GPU the tool knows",
+                    measured_step_s=None, measured_from="", measured_mfu=None)
+    if "ampere" in _text(hw.get("gpu")) and "a100" not in _text(hw.get("gpu")):
+        notes.append("Ampere SKU not stated: A100 SXM 80GB")
+    cl.update(gpu=gpu, gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None, rate_scope="kernel")
+    g = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
+    cl["gpus_per_node"] = g
+    if hw.get("nvlink_bw_gbps"):
+        cl["nvlink_Bps"] = f"{hw['nvlink_bw_gbps'] / 2}GB/s"  # the file's figure is the datasheet total
+    elif "nvlink_Bps" not in cl:
+        cl["nvlink_Bps"] = NVLINK_PER_DIRECTION[gpu]
+    if hw.get("nic_gbps_per_gpu"):
+        cl.update(nics_per_node=g, nic_Bps=f"{hw['nic_gbps_per_gpu']}Gb/s")
+    elif "nic_Bps" not in cl:
+        cl.update(nics_per_node=g, nic_Bps="400Gb/s")
+        notes.append("NIC not stated: 400 Gb/s per GPU")
+
+    # layout
+    out = data.setdefault("layout", {})
+    tp, pp = lay["tp"], lay["pp"]
+    cp = lay.get("cp") or 1
+    if lay.get("sp_attention"):
+        cp = lay["sp_attention"]  # MegaScale-MoE: attention split over the sequence on the EP ranks
+        notes.append(f"SP attention {cp} as CP {cp}")
+    dp = lay.get("dp")
+    if not isinstance(dp, int):
+        dp = run["num_gpus"] // (tp * cp * pp)
+        notes.append(f"DP not a number in the source: {dp} from the GPU count")
+    ep = lay.get("ep") or 1
+    if m.get("moe") and not lay.get("ep"):
+        notes.append("EP not stated: experts sharded by TP")
+    out.update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
+    out.pop("expert_tp", None)
+    if ep > 1 and not lay.get("sp_attention"):
+        out["expert_tp"] = 1
+    schedule = _text(lay.get("schedule"))
+    v = lay.get("virtual_pipeline_chunks_per_rank")
+    if "dualpipe" in schedule:
+        out.update(schedule="dualpipe", virtual_stages=1)
+    elif (v or 1) > 1 or "interleaved" in schedule:
+        out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", 2))
+        if not v:
+            notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
+    else:
+        out.update(schedule="1f1b", virtual_stages=1)
+    if lay.get("micro_batch"):
+        out["micro_batch"] = lay["micro_batch"]
+    elif "micro_batch" not in out:
+        out["micro_batch"] = 1
+        notes.append("micro-batch not stated: 1")
+    if lay.get("sequence_parallel") is not None:
+        out["sequence_parallel"] = bool(lay["sequence_parallel"])
+    else:
+        out["sequence_parallel"] = tp > 1
+    recompute = _text(lay.get("recompute"))
+    out["recompute"] = "full" if "full" in recompute else "selective" if ("selective" in recompute or
+                                                                          "remateriali" in recompute) else "none"
+    zero = _text(lay.get("zero_stage")) + " " + _text(lay.get("dp_type"))
+    if "fsdp" in zero:
+        out["dp_kind"] = "fsdp"
+        out["reshard_after_forward"] = "not resharded" not in zero
+    elif "distributed-optimizer" in zero or zero.strip().startswith("1"):
+        out["dp_kind"] = "zero1"
+    order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
+    if sorted(order) == ["cp", "dp", "pp", "tp"]:
+        out["order"] = order
+
+    data["batch"] = {"global_batch_seqs": lay["global_batch_seqs"]}
+    if "fp8" in _text(lay.get("precision")):
+        data.setdefault("precision", {})["gemm"] = "fp8"
+
+    # what the framework overlaps (module doc)
+    fw = framework.lower()
+    ov = data.setdefault("overlap", {})
+    if "megascale-moe" in fw:
+        ov.update(tp=1.0, cp=1.0, ep=1.0)
+    elif "megascale" in fw:
+        ov.update(tp=1.0)
+    elif "megatron" in fw and "dp/pp overlap" not in _text(run.get("notes")):
+        ov.update(tp=0.0, pp=0.0, dp=0.0)
+    convention = MFU_CONVENTION.get(source, "causal")
+    data["flops"] = {"convention": convention}
+
+    measured_mfu = meas.get("mfu_pct_noncausal" if convention == "noncausal" else "mfu_pct_causal") or meas.get("mfu_pct")
+    measured_mfu = float(measured_mfu) / 100 if measured_mfu else None
+    try:
+        scenario = build(data)
+    except ScenarioError as e:
+        return Case(**common, scenario=None, reason=str(e), measured_step_s=None, measured_from="",
+                    measured_mfu=measured_mfu, assumptions=notes)
+    step, how = _measured_step(scenario, meas, convention)
+    if step is None:
+        return Case(**common, scenario=scenario, reason=how, measured_step_s=None, measured_from="",
+                    measured_mfu=measured_mfu, assumptions=notes)
+    return Case(**common, scenario=scenario, reason=None, measured_step_s=step, measured_from=how,
+                measured_mfu=measured_mfu, assumptions=notes)
+
+
+def _measured_step(sc: Scenario, meas: dict, convention: str) -> tuple[float | None, str]:
+    if meas.get("step_time_s"):
+        return float(meas["step_time_s"]), "step_time_s"
+    tokens = sc.global_batch_seqs * sc.model.seq_len
+    flops = model_counts(sc.model, convention).flops_per_token * tokens / sc.cluster.gpus  # per GPU per step
+    rate = meas.get(f"tflops_per_gpu_{convention}") or meas.get("tflops_per_gpu")
+    if rate:
+        return flops / (float(rate) * 1e12), f"tflops_per_gpu with the {convention} count"
+    if meas.get("mfu_pct"):
+        peak = sc.cluster.gpu.peak_bf16_flops
+        return flops / (float(meas["mfu_pct"]) / 100 * peak), f"mfu_pct with the {convention} count"
+    return None, "no step time, throughput or MFU of one run in 'measured' (an ablation breakdown)"

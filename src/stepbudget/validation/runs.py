@@ -1,0 +1,83 @@
+"""Published runs: read a file in the schema of published_runs.yaml and check what a prediction needs.
+
+The schema (``schema_version: 1``) is the one documented at the top of the shipped file: each
+run has ``id``, ``source``, ``model``, ``hardware``, ``num_gpus``, ``layout`` and ``measured``,
+values as printed by the source and ``null`` where the source is silent. A run the tool cannot
+read raises ``RunError`` naming the run's id and the field.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from stepbudget.inputs.scenario import ScenarioError
+
+SHIPPED = "published_runs.yaml"
+
+# model.* and layout.* fields a prediction cannot do without, with their expected type
+_REQUIRED = {
+    "model": ("layers", "hidden", "heads", "vocab", "seq_len"),
+    "layout": ("tp", "pp", "global_batch_seqs"),
+}
+
+
+class RunError(ScenarioError):
+    """A run in a runs file is malformed: the message names its id and the field."""
+
+
+def shipped_runs_text() -> str:
+    return (resources.files("stepbudget.validation") / SHIPPED).read_text(encoding="utf-8")
+
+
+def load_runs(path: str | Path | None = None) -> list[dict]:
+    """The runs of ``path`` (default: the shipped file), each checked for the fields a prediction needs."""
+    where = str(path) if path else SHIPPED
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else shipped_runs_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"--runs: cannot read {where!r} ({e.__class__.__name__}); give a readable YAML file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise RunError(f"--runs: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise RunError(f"--runs: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
+    runs = data["runs"]
+    seen: set[str] = set()
+    for i, run in enumerate(runs):
+        check_run(run, i)
+        if run["id"] in seen:
+            raise RunError(f"run {run['id']}: id: appears twice; give each run its own id")
+        seen.add(run["id"])
+    return runs
+
+
+def check_run(run: object, index: int) -> None:
+    """RunError unless ``run`` has an id, a positive GPU count, and model and layout numbers that are
+    positive integers where given (``null``, not stated, is allowed: such a run is listed as
+    unpredictable with the field named)."""
+    if not isinstance(run, dict):
+        raise RunError(f"runs[{index}]: expected a mapping with id, model, hardware, num_gpus, layout, measured")
+    rid = run.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise RunError(f"runs[{index}]: id: missing; give every run a unique string id")
+    gpus = run.get("num_gpus")
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise RunError(f"run {rid}: num_gpus: {gpus!r} is not a positive integer; give the GPU count")
+    for section, fields in _REQUIRED.items():
+        body = run.get(section)
+        if not isinstance(body, dict):
+            raise RunError(f"run {rid}: {section}: missing; add the {section} section")
+        for name in fields:
+            value = body.get(name)
+            if value is None:  # not stated by the source: listed as unpredictable, not an error
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise RunError(f"run {rid}: {section}.{name}: {value!r} is not a positive integer; give the number")
+    if not isinstance(run.get("hardware"), dict) or not isinstance(run["hardware"].get("gpu"), str):
+        raise RunError(f"run {rid}: hardware.gpu: missing; name the GPU (e.g. 'NVIDIA H100 SXM')")
+    if not isinstance(run.get("measured"), dict):
+        raise RunError(f"run {rid}: measured: missing; give step_time_s, tflops_per_gpu or mfu_pct")

@@ -1,0 +1,128 @@
+"""Validation rows -> JSON-ready dict, rich tables and Figure 5.5 (measured vs predicted MFU)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from stepbudget.units import fmt_time
+from stepbudget.validation.compare import Row, Summary
+from stepbudget.views.figures import _atomic
+
+
+def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
+    """The `validate --json` object (keys documented in the README)."""
+    overall = summaries[-1]
+    return {
+        "runs": [
+            {"id": r.case.id, "source": r.case.source, "gpus": r.case.gpus, "framework": r.case.framework,
+             "measured_step_s": r.case.measured_step_s, "measured_from": r.case.measured_from or None,
+             "predicted_step_s": r.predicted_step_s, "error": r.error,
+             "measured_mfu": r.case.measured_mfu, "predicted_mfu": r.predicted_mfu,
+             "compute_s": r.compute_s, "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
+             "skipped": r.case.reason, "assumptions": r.case.assumptions}
+            for r in rows
+        ],
+        "summary": {"n": overall.n, "median_abs_error": overall.median_abs_error,
+                    "p90_abs_error": overall.p90_abs_error},
+        "by_source": {s.source: {"n": s.n, "median_abs_error": s.median_abs_error, "p90_abs_error": s.p90_abs_error,
+                                 "max_abs_error": s.max_abs_error, "median_error": s.median_error}
+                      for s in summaries[:-1]},
+    }
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    return "-" if x is None else f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def runs_table(rows: list[Row]) -> Table:
+    t = Table(title="Predicted against measured (step time; error = predicted / measured - 1)", title_justify="left")
+    for col in ("run", "GPUs", "measured", "predicted", "error", "MFU meas.", "MFU pred."):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for r in rows:
+        if r.error is None:
+            continue
+        derived = "" if r.case.measured_from == "step_time_s" else "*"
+        style = "" if abs(r.error) <= 0.10 else "yellow" if abs(r.error) <= 0.25 else "red"
+        t.add_row(r.case.id, f"{r.case.gpus:,}", fmt_time(r.case.measured_step_s) + derived, fmt_time(r.predicted_step_s),
+                  Text(_pct(r.error, True), style=style), _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
+    t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
+    t.caption_justify = "left"
+    return t
+
+
+def summary_table(summaries: list[Summary]) -> Table:
+    t = Table(title="Absolute step-time error by source", title_justify="left")
+    for col in ("source", "runs", "median", "p90", "max", "signed median"):
+        t.add_column(col, justify="left" if col == "source" else "right")
+    for s in summaries:
+        t.add_row(Text(s.source, style="bold" if s.source == "all" else ""), str(s.n), _pct(s.median_abs_error),
+                  _pct(s.p90_abs_error), _pct(s.max_abs_error), _pct(s.median_error, True))
+    return t
+
+
+def skipped_lines(rows: list[Row]) -> list[str]:
+    return [f"{r.case.id}: {r.case.reason}" for r in rows if r.error is None]
+
+
+def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
+    """Measured MFU against GPUs for MegaScale, Megatron-LM and Llama 3, with the model's predictions."""
+    path = Path(path)
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.case.measured_mfu is None or r.predicted_mfu is None:
+            continue
+        fw = r.case.framework.lower()
+        name = ("MegaScale-MoE" if "megascale-moe" in fw else "MegaScale" if "megascale" in fw
+                else "Megatron-LM" if "megatron" in fw else r.case.source)
+        key = f"{name} ({r.case.scenario.model.name})"
+        groups.setdefault(key, []).append(r)
+    if path.suffix == ".html":
+        _atomic(path, lambda tmp: _plotly(groups).write_html(tmp, include_plotlyjs=True, full_html=True))
+    else:
+        _atomic(path, lambda tmp: _matplotlib(groups, tmp))
+
+
+def _series(rows: list[Row]):
+    rows = sorted(rows, key=lambda r: r.case.gpus)
+    return [r.case.gpus for r in rows], [r.case.measured_mfu for r in rows], [r.predicted_mfu for r in rows]
+
+
+def _plotly(groups):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, (name, rows) in enumerate(groups.items()):
+        x, meas, pred = _series(rows)
+        fig.add_trace(go.Scatter(x=x, y=meas, name=f"{name} measured", mode="lines+markers", legendgroup=str(i)))
+        fig.add_trace(go.Scatter(x=x, y=pred, name=f"{name} predicted", mode="lines+markers", legendgroup=str(i),
+                                 line={"dash": "dot"}))
+    fig.update_xaxes(type="log", title_text="GPUs")
+    fig.update_yaxes(tickformat=".0%", title_text="MFU", range=[0, 1])
+    fig.update_layout(title="Figure 5.5: measured MFU against GPUs, with stepbudget's predictions", template="plotly_white")
+    return fig
+
+
+def _matplotlib(groups, tmp: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for i, (name, rows) in enumerate(groups.items()):
+        x, meas, pred = _series(rows)
+        color = f"C{i}"
+        ax.plot(x, meas, marker="o", color=color, label=f"{name} measured")
+        ax.plot(x, pred, marker="x", linestyle=":", color=color, label=f"{name} predicted")
+    ax.set(xscale="log", xlabel="GPUs", ylabel="MFU", ylim=(0, 1),
+           title="Figure 5.5: measured MFU against GPUs, with stepbudget's predictions")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(tmp, format=tmp.suffix.lstrip("."))
+    plt.close(fig)
