@@ -33,7 +33,7 @@ def test_budget_json_has_the_documented_keys(preset):
         assert 0 <= row["exposed_s"] <= row["time_s"] + 1e-12
     # the step is its terms, written once (budget/step.py)
     extra = 0.0 if d["bubble_in_rate"] else d["bubble_s"]
-    assert d["step_s"] == pytest.approx(d["compute_s"] + extra + d["exposed_comm_s"])
+    assert d["step_s"] == pytest.approx(d["compute_s"] + extra + d["exposed_comm_s"] + d["contention_s"])
 
 
 @pytest.mark.parametrize("preset", preset_names())

@@ -18,7 +18,7 @@ from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, pr
 from stepbudget.units import UnitError
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.views.memory import memory_dict, memory_table
-from stepbudget.views.tables import budget_dict, exchanges_table, roofline_table, summary_table
+from stepbudget.views.tables import budget_dict, exchanges_table, operators_table, roofline_table, summary_table
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
 _probe = Console()
@@ -53,6 +53,8 @@ def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
         return
     console.print(summary_table(b))
     console.print(exchanges_table(b))
+    if b.plan.operators:
+        console.print(operators_table(b))
     console.print(roofline_table(b))
 
 

@@ -77,7 +77,9 @@ def test_panel_5_4_halving_the_nic_barely_moves_mfu(chapter):
     base, half = chapter["base"], chapter["NIC 200 Gb/s"]
     dp = lambda v: float(v.budget.by_dim("bandwidth_s")["dp"])  # noqa: E731
     assert dp(half) == pytest.approx(2 * dp(base), rel=1e-9)  # the exchange takes twice as long ...
-    assert abs(float(half.budget.mfu) - float(base.budget.mfu)) < 0.01  # ... and MFU moves by under a point
+    # ... yet MFU loses under a tenth of itself: the DP exchange is a few percent of the step (chapter:
+    # 3.9 % -> 7.5 % of it with the two formulas, MFU 38.9 % -> 37.4 %)
+    assert 0 < 1 - float(half.budget.mfu) / float(base.budget.mfu) < 0.1
 
 
 def test_gpu_generation_uses_the_new_peak_at_the_same_efficiency(chapter):

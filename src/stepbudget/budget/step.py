@@ -39,6 +39,8 @@ class Budget:
     bubble_in_rate: bool
     """True when the achieved rate is a whole-step average that already contains the bubble."""
     step_s: np.ndarray
+    contention_s: np.ndarray
+    """Compute time lost to the SMs that overlapped communication kernels hold (overlap.comm_sm_share)."""
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
@@ -96,7 +98,8 @@ def _phi(setting, default) -> np.ndarray:
     return np.asarray(default if setting == "auto" else float(setting), dtype=float)
 
 
-def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> list[np.ndarray]:
+def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Exposed time of each exchange, and the total time hidden behind compute."""
     ov = plan.scenario.overlap
     units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
     hidden = []
@@ -106,7 +109,14 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> list[np.n
         if x.dim == Axis.PP and setting == "auto":
             want = T - np.minimum(T, 2 * (plan.pp - 1) * x.call_s)  # fill and drain stay exposed
         elif x.dim == Axis.DP and setting == "auto":
-            want = T * (1 - 1 / units)  # one unit's gather and reduce at the edges stay exposed
+            # gradients are complete only in the last micro-batch's backward, and parameters are needed
+            # by the first one's forward (MegaScale 3.2): each round of calls hides behind one micro-batch
+            # pass, and one unit's gather and reduce at the edges stay exposed
+            rounds = x.calls / units
+            per_mb = compute_s / np.maximum(plan.microbatches, 1)
+            gather = x.collective.value == "all-gather"
+            window = rounds * per_mb * np.where(gather, np.where(rounds > plan.microbatches, 0.5, 1 / 3), 2 / 3)
+            want = np.minimum(T * (1 - 1 / units), window)
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
         else:
@@ -114,25 +124,29 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> list[np.n
         hidden.append(np.minimum(want, compute_s))
     total = sum(hidden) if hidden else np.zeros(plan.shape)
     scale = np.where(total > compute_s, compute_s / np.where(total > 0, total, 1), 1.0)  # one window for all
-    return [x.time_s - hid * scale for x, hid in zip(xs, hidden)]
+    return [x.time_s - hid * scale for x, hid in zip(xs, hidden)], total * scale
 
 
 def estimate(plan: Plan) -> Budget:
     """The analytical step budget of a plan (any array shape)."""
     xs = exchanges(plan)
     comp = _compute_s(plan)
-    exposed = _exposed(plan, xs, comp)
+    exposed, hidden = _exposed(plan, xs, comp)
     bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v) * comp
     in_rate = plan.rate_scope == RateScope.STEP
+    # communication kernels that run beside compute hold a share of the SMs for as long as they run
+    # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
+    contention = plan.scenario.overlap.comm_sm_share * hidden
     if in_rate:
-        # the measured rate already contains the bubble and the critical-path exchanges
+        # the measured rate already contains the bubble, the critical-path exchanges and SM sharing
         exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]
+        contention = np.zeros_like(contention)
         step = comp + sum(exposed)
     else:
-        step = comp + bubble + sum(exposed)
+        step = comp + bubble + sum(exposed) + contention
     mfu = plan.model_flops_per_gpu / (step * plan.peak_flops)  # PaLM App. B, against the BF16 peak
     hfu = plan.hardware_flops_per_gpu / (step * plan.peak_flops)
     return Budget(
         plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
-        step_s=step, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
+        step_s=step, contention_s=contention, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
     )

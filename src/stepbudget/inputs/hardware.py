@@ -41,6 +41,9 @@ class Kernels(Frozen):
     """Share of the HBM bandwidth memory-bound kernels reach."""
     kernel_overhead_s: Seconds = 5e-6
     """Fixed time of one kernel (launch, ramp and tail): what a tiny GEMM costs whatever its size."""
+    clock: float = Field(1.0, gt=0, le=1)
+    """Share of the datasheet peak's clock the GPU holds under sustained training load (power cap);
+    multiplies every compute-bound rate."""
 
 
 class GPU(Frozen):

@@ -140,6 +140,9 @@ class OverlapSettings(Frozen):
     pp: Overlap = "auto"
     dp: Overlap = "auto"
     ep: Overlap = "auto"
+    comm_sm_share: float = Field(0.0, ge=0, lt=1)
+    """Share of the SMs communication kernels hold while they overlap compute (DeepSeek-V3: 20 of 132);
+    the hidden time costs compute this share of itself."""
 
     @field_validator("tp", "cp", "pp", "dp", "ep")
     @classmethod

@@ -163,7 +163,9 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         "tp": tier_slowdown(tp, stride[Axis.TP], cl.tiers, "ring"),
         "cp": tier_slowdown(cp, stride[Axis.CP], cl.tiers, "ring"),
         "pp": tier_slowdown(pp, stride[Axis.PP], cl.tiers, "ring"),
-        "dp": tier_slowdown(dp, stride[Axis.DP], cl.tiers, "ring"),
+        # gradients reduce over the dp * cp ranks: one ring over the span of the DP group, whose CP
+        # neighbours sit close together, so only its DP hops cross the tiers
+        "dp": tier_slowdown(dp * cp, stride[Axis.DP] / cp, cl.tiers, "ring"),
         "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), cl.tiers, "all-to-all"),
     }
     return Plan(
@@ -201,10 +203,10 @@ def _operator_compute(sc: Scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, m
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = cl.gpu.kernels
     fp8 = pr.gemm == "fp8"
-    peak_gemm = cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops
+    peak_gemm = (cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops) * k.clock  # power-capped sustained clock
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
-    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops, **common)
+    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock, **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full

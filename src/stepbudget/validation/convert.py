@@ -6,7 +6,8 @@ Rules, the same for every run (no per-run constants):
   (it carries what the file leaves out: Llama 3's rank order, DeepSeek-V3's MLA shapes). The
   run's own numbers then override it. The rate is always the operator model's:
   ``achieved_flops`` and ``achieved_fraction`` are dropped, and ``rate_scope`` is kernel.
-- **Hardware.** The GPU is read from its name (A100, H100, H800, H200, B200; "Ampere" without a
+- **Hardware.** Collectives run at the bus bandwidth NCCL's maintainers measure, not at line rate
+  (``NVLINK_BUSBW_SHARE``, ``NIC_BUSBW_SHARE``). The GPU is read from its name (A100, H100, H800, H200, B200; "Ampere" without a
   SKU is taken as A100 SXM, whose 312 TFLOP/s peak the MegaScale MFU arithmetic uses). NVLink
   figures in the file are datasheet totals and are halved to get per-direction rates.
 - **Layout.** Fields the source leaves out take documented defaults: micro-batch 1, sequence
@@ -38,6 +39,11 @@ MFU_CONVENTION = {
     "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
 }
 """FLOP convention of each source's MFU and TFLOP/s figures."""
+
+NVLINK_BUSBW_SHARE = 370 / 450
+"""Share of NVLink's line rate NCCL collectives reach (nccl-tests issue 212, NCCL maintainer: H100 ~370 of 450 GB/s)."""
+NIC_BUSBW_SHARE = 47 / 50
+"""Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
 
 NVLINK_PER_DIRECTION = {  # datasheet totals / 2
     "a100-sxm-80gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s", "h200-sxm": "450GB/s", "b200": "900GB/s",
@@ -152,7 +158,8 @@ def to_case(run: dict) -> Case:
                     measured_step_s=None, measured_from="", measured_mfu=None)
     if "ampere" in _text(hw.get("gpu")) and "a100" not in _text(hw.get("gpu")):
         notes.append("Ampere SKU not stated: A100 SXM 80GB")
-    cl.update(gpu=gpu, gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None, rate_scope="kernel")
+    cl.update(gpu=gpu, gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None, rate_scope="kernel",
+              nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
     g = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
     cl["gpus_per_node"] = g
     if hw.get("nvlink_bw_gbps"):
@@ -228,6 +235,9 @@ def to_case(run: dict) -> Case:
         ov.update(tp=1.0)
     elif "megatron" in fw and "dp/pp overlap" not in _text(run.get("notes")):
         ov.update(tp=0.0, pp=0.0, dp=0.0)
+    sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
+    if sms:
+        ov["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
     convention = MFU_CONVENTION.get(source, "causal")
     data["flops"] = {"convention": convention}
 

@@ -50,8 +50,10 @@ def budget_dict(budget: Budget) -> dict:
         "tokens_per_step": p.tokens_per_step,
         "microbatches": _num(p.microbatches),
         "flops_convention": sc.flops.convention,
-        "rate_flops": p.flops_rate,
+        "rate_flops": _num(p.flops_rate),
         "rate_scope": p.rate_scope.value,
+        "rate_source": p.rate_source,
+        "optimizer_s": _num(p.optimizer_s),
         "flops_per_gpu": _num(budget.flops_per_gpu),
         "model_flops_per_gpu": _num(p.model_flops_per_gpu),
         "compute_s": _num(budget.compute_s),
@@ -59,6 +61,7 @@ def budget_dict(budget: Budget) -> dict:
         "bubble_in_rate": budget.bubble_in_rate,
         "comm_s": _num(budget.comm_s),
         "exposed_comm_s": _num(budget.exposed_comm_s),
+        "contention_s": _num(budget.contention_s),
         "step_s": _num(budget.step_s),
         "mfu": _num(budget.mfu),
         "hfu": _num(budget.hfu),
@@ -84,7 +87,8 @@ def summary_table(budget: Budget) -> Table:
     t.add_column(style="dim")
     rate_note = (
         "measured whole-step rate: bubble and critical-path exchanges inside it"
-        if budget.bubble_in_rate else "kernel rate: bubble and exposed exchanges added"
+        if budget.bubble_in_rate else "stated kernel rate: bubble and exposed exchanges added"
+        if p_rate_stated(budget) else "operator model (per-operator roofline): bubble and exposed exchanges added"
     )
     t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
     t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
@@ -92,8 +96,41 @@ def summary_table(budget: Budget) -> Table:
               ("inside the rate, not added" if budget.bubble_in_rate else f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"))
     t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
     t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step")
+    if d["contention_s"]:
+        t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
+                  f"{sc.overlap.comm_sm_share:.0%} of the SMs while hidden exchanges run")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
+    return t
+
+
+def p_rate_stated(budget: Budget) -> bool:
+    return budget.plan.rate_source == "stated"
+
+
+def operators_table(budget: Budget) -> Table:
+    """The operator model's time per step by operator (forward + backward, all micro-batches and layers)."""
+    p = budget.plan
+    t = Table(title="Compute by operator (operator model; per GPU per step)", title_justify="left")
+    for col in ("operator", "kind", "FLOP fwd / micro-batch", "HBM bytes fwd", "time / step", "share"):
+        t.add_column(col, justify="left" if col in ("operator", "kind") else "right")
+    layers = (p.scenario.model.num_layers + p.scenario.model.mtp_layers) / p.pp
+    total = float(budget.compute_s)
+    rows = []
+    for op in p.operators:
+        per_step = float(np.asarray((op.fwd_s + op.bwd_s) * p.microbatches * (op.share * layers if op.name not in
+                                                                               ("logits", "softmax + loss") else 1 / p.pp)))
+        rows.append((op, per_step))
+    rows.append((None, float(p.optimizer_s)))
+    for op, sec in sorted(rows, key=lambda r: -r[1]):
+        if op is None:
+            t.add_row("optimizer step", "memory", "-", "-", fmt_time(sec), f"{sec / total:.1%}")
+            continue
+        t.add_row(op.name, op.kind, fmt_flop(float(op.flops)), fmt_bytes(float(op.bytes)), fmt_time(sec),
+                  f"{sec / total:.1%}")
+    t.caption = ("shares are of the average stage's compute; the busiest stage and recompute set compute time, "
+                 "so shares need not add to 100 %")
+    t.caption_justify = "left"
     return t
 
 

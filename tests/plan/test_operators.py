@@ -1,0 +1,140 @@
+"""Operator-level compute model: each operator's FLOPs and bytes at a worked shape, and its roofline."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stepbudget as sb
+from stepbudget.inputs.hardware import Kernels
+from stepbudget.plan.operators import ATTENTION_BWD_RATIO, gemm, head_ops, layer_ops, layer_times, memory_op, optimizer_s
+
+K = Kernels(gemm=0.8, gemm_fp8=0.7, gemm_half_dim=64, attention_fwd=0.6, attention_bwd=0.5, attention_half_seq=256,
+            hbm=0.9, kernel_overhead_s=5e-6)
+PEAK, HBM = 989e12, 3.35e12
+
+
+def _ops(name, *sets, T=8192, t=8, sp=True):
+    m = sb.load(name, list(sets)).model
+    return {op.name: op for op in layer_ops(m, T, m.seq_len, t, sp, 1, t, K, PEAK, PEAK, K.gemm, HBM)}, m
+
+
+def test_gemm_flops_bytes_and_roofline_at_a_worked_shape():
+    # Llama 3 405B QKV with TP 8 on one 8K micro-batch: M = 8192, K = h = 16384, N = (128 + 16) x 128 / 8 = 2304
+    op = gemm("qkv", 8192, 2304, 16384, 1, PEAK, K, HBM, K.gemm)
+    assert float(op.flops) == 2 * 8192 * 2304 * 16384
+    assert float(op.bytes) == 2 * (8192 * 16384 + 16384 * 2304 + 8192 * 2304)
+    f = lambda x: x / (x + 64)  # noqa: E731
+    eff = 0.8 * f(8192) * f(2304) * f(16384)
+    assert float(op.fwd_s) == pytest.approx(op.flops / (PEAK * eff) + 5e-6)
+    assert float(op.bwd_s) == pytest.approx(2 * float(op.fwd_s))  # dgrad + wgrad
+
+
+def test_a_skinny_gemm_is_memory_bound():
+    op = gemm("skinny", 1, 16384, 16384, 1, PEAK, K, HBM, K.gemm)
+    assert float(op.fwd_s) == pytest.approx(float(op.bytes) / (HBM * 0.9) + 5e-6)
+
+
+def test_llama3_layer_operators_at_8k():
+    ops, m = _ops("llama3-405b")
+    T, h, t, f = 8192, 16384, 8, 53248
+    assert float(ops["qkv"].flops) == 2 * T * h * (128 + 2 * 8) * 128 / t
+    assert float(ops["attention out"].flops) == 2 * T * h * h / t
+    assert float(ops["mlp up"].flops) == 2 * T * h * 2 * f / t  # SwiGLU: gate and up
+    assert float(ops["mlp down"].flops) == 2 * T * f / t * h
+    # causal core: QK^T and PV over half the s x s matrix, heads split by TP (formulas.md 2.2)
+    assert float(ops["attention core"].flops) == pytest.approx(2 * T * 8192 * (128 / t) * 256 * 0.5)
+    core = ops["attention core"]
+    assert float(core.bwd_s - 5e-6) == pytest.approx(ATTENTION_BWD_RATIO * float(core.fwd_s - 5e-6) * 0.6 / 0.5)
+    # memory-bound: norms + residuals on T/t tokens with SP, SwiGLU reads 2 and writes 1 of T f / t
+    assert float(ops["norms + residuals"].bytes) == 2 * (T / t) * h * 10
+    assert float(ops["mlp activation"].bytes) == 2 * T * f / t * 3
+    # the layer's GEMM FLOPs x 3 (fwd + bwd) equal formulas.md 2.4's projections + MLP per token
+    gemm_flops = sum(float(op.flops) for op in ops.values() if op.kind == "gemm")
+    per_token = 6 * (h * (128 * 128 + 2 * 8 * 128) + 128 * 128 * h + 3 * h * f)
+    assert 3 * gemm_flops * t / T == pytest.approx(per_token)
+
+
+def test_moe_experts_run_at_their_token_counts():
+    m = sb.load("megascale-moe-352b").model  # 32 experts, top-3, expert FFN 14,336, SwiGLU
+    T, ep = 8192, 8
+    ops = {op.name: op for op in layer_ops(m, T, m.seq_len, 1, False, ep, 1, K, PEAK, PEAK, K.gemm, HBM)}
+    per_expert = T * ep * 3 / 32  # balanced routing: tokens of the EP group x top-k / experts
+    up = ops["experts up"]
+    assert float(up.flops) == pytest.approx(2 * per_expert * 2 * 14336 * 4096 * (32 / ep))
+    assert up.share == 1.0  # every layer of this model is MoE
+    # the routed GEMM FLOPs equal k x the dense-equivalent expert FFN for this GPU's tokens
+    routed = float(up.flops + ops["experts down"].flops)
+    assert routed == pytest.approx(2 * T * 3 * 3 * 4096 * 14336)
+
+
+def test_mla_projections():
+    ops, m = _ops("deepseek-v3", T=4096, t=1, sp=False)
+    ml = m.mla
+    assert float(ops["q down"].flops) == 2 * 4096 * 7168 * ml.q_lora_rank
+    assert float(ops["kv up"].flops) == 2 * 4096 * ml.kv_lora_rank * 128 * (128 + 128)
+
+
+def test_head_and_optimizer():
+    m = sb.load("llama3-405b").model
+    logits, loss = head_ops(m, 8192, 8, K, PEAK, K.gemm, HBM)
+    assert float(logits.flops) == 2 * 8192 * m.vocab_size / 8 * 16384
+    assert float(loss.bytes) == 4 * 8192 * m.vocab_size / 8 * 3
+    # Adam: read and write K = 12 bytes of state, read a 4-byte gradient, write a 2-byte parameter
+    assert float(optimizer_s(1e9, 12, 4, 2, K, HBM)) == pytest.approx(1e9 * 30 / (HBM * 0.9))
+
+
+def test_layer_times_weight_dense_and_moe_shares():
+    m = sb.load("deepseek-v3").model
+    ops = layer_ops(m, 4096, 4096, 1, False, 64, 1, K, PEAK, PEAK, K.gemm, HBM)
+    fwd, _ = layer_times(ops)
+    dense = sum(op.fwd_s for op in ops if op.name.startswith("mlp"))
+    assert all(op.share == pytest.approx(3 / 61) for op in ops if op.name.startswith("mlp"))
+    assert float(fwd) == pytest.approx(float(sum(op.share * op.fwd_s for op in ops)))
+    assert float(dense) > 0
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]), st.sampled_from(["llama3-405b", "hpn-gpt3-175b"]))
+@settings(max_examples=25, deadline=None)
+def test_a_faster_gpu_is_never_slower(t, b, name):
+    sc = sb.load(name)
+    m = sc.model
+    T = b * m.seq_len
+    slow = layer_times(layer_ops(m, T, m.seq_len, t, True, 1, t, K, PEAK, PEAK, K.gemm, HBM))
+    fast = layer_times(layer_ops(m, T, m.seq_len, t, True, 1, t, K, 2 * PEAK, 2 * PEAK, K.gemm, 2 * HBM))
+    assert float(fast[0]) <= float(slow[0]) and float(fast[1]) <= float(slow[1])
+
+
+def test_stated_rate_is_honoured_and_the_operator_model_otherwise():
+    stated = sb.derive(sb.load("llama3-405b"))
+    assert stated.rate_source == "stated" and stated.flops_rate == 400e12
+    ops = sb.derive(sb.load("llama3-405b", ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]))
+    assert ops.rate_source == "operators" and ops.operators
+    b = sb.estimate(ops)
+    # compute time is the operator model's: hardware FLOPs / rate by construction
+    assert float(b.compute_s) == pytest.approx(float(ops.hardware_flops_per_gpu / ops.flops_rate))
+
+
+def test_fp8_gemms_use_the_fp8_peak():
+    bf16 = sb.derive(sb.load("deepseek-v3", ["precision.gemm=bf16"]))
+    fp8 = sb.derive(sb.load("deepseek-v3"))
+    assert float(fp8.flops_rate) > float(bf16.flops_rate)
+
+
+def test_recompute_adds_forward_operators():
+    base = ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]
+    t = {r: float(sb.estimate(sb.derive(sb.load("llama3-405b", base + [f"layout.recompute={r}"]))).compute_s)
+         for r in ("none", "selective", "full")}
+    assert t["none"] < t["selective"] < t["full"]
+    assert t["full"] / t["none"] == pytest.approx(4 / 3, abs=0.06)  # one more forward of 3 passes
+
+
+def test_operator_model_over_arrays_matches_the_scalar_path():
+    sc = sb.load("megascale-175b")
+    tp, pp = np.array([4, 8]), np.array([8, 16])
+    many = sb.estimate(sb.derive(sc, {"tp": tp, "pp": pp, "dp": 12288 // (tp * pp), "virtual_stages": np.array([3, 6])}))
+    for i in range(2):
+        one = sb.estimate(sb.derive(sb.load("megascale-175b", [f"layout.tp={tp[i]}", f"layout.pp={pp[i]}",
+                                                               f"layout.dp={12288 // (tp[i] * pp[i])}",
+                                                               f"layout.virtual_stages={[3, 6][i]}"])))
+        assert float(many.step_s[i]) == pytest.approx(float(one.step_s), rel=1e-12)
