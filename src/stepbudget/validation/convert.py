@@ -14,7 +14,8 @@ Rules, the same for every run (no per-run constants):
   parallelism with TP, no recompute, ZeRO-1 for "distributed optimizer", and experts sharded by
   TP when EP is not stated. MegaScale-MoE's "SP attention" degree is a context-parallel degree
   over the same ranks as EP.
-- **Framework.** What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
+- **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
+  (Megatron-LM ``arguments.py`` forces it). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
   communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
   compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, PP and DP (the
   baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap.
@@ -228,6 +229,9 @@ def to_case(run: dict) -> Case:
 
     # what the framework overlaps (module doc)
     fw = framework.lower()
+    if "megatron" in fw or "megascale" in fw:
+        # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"
+        data.setdefault("precision", {})["grads"] = "fp32"
     ov = data.setdefault("overlap", {})
     if "megascale-moe" in fw:
         ov.update(tp=1.0, cp=1.0, ep=1.0)

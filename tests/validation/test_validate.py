@@ -1,0 +1,175 @@
+"""Validation against published runs: the loader, the conversion rules, the error arithmetic, the CLI."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import stepbudget as sb
+from stepbudget.cli import app
+from stepbudget.plan.flops import model_counts
+from stepbudget.validation.compare import Row, summarize, validate
+from stepbudget.validation.convert import MFU_CONVENTION, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, source_of, to_case
+from stepbudget.validation.runs import RunError, load_runs, shipped_runs_text
+
+RUNS = {r["id"]: r for r in load_runs()}
+
+
+def _write(tmp_path, runs):
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "runs": runs}))
+    return str(path)
+
+
+def test_the_shipped_file_is_the_shared_one():
+    data = yaml.safe_load(shipped_runs_text())
+    assert data["schema_version"] == 1 and len(data["runs"]) == len(RUNS) >= 30
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("num_gpus", "many", "num_gpus"),
+    ("num_gpus", -8, "num_gpus"),
+    ("model.layers", "ninety-six", "model.layers"),
+    ("model.hidden", 0, "model.hidden"),
+    ("layout.tp", 2.5, "layout.tp"),
+    ("hardware", None, "hardware.gpu"),
+    ("measured", None, "measured"),
+])
+def test_loader_rejects_a_malformed_run_naming_its_id_and_field(tmp_path, field, value, fragment):
+    run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
+    section, _, name = field.partition(".")
+    if name:
+        run[section][name] = value
+    else:
+        run[section] = value
+    with pytest.raises(RunError, match=f"run megascale_table2_175B_megascale_256gpu: {fragment}"):
+        load_runs(_write(tmp_path, [run]))
+
+
+def test_loader_rejects_files_that_are_not_runs(tmp_path):
+    bad = tmp_path / "x.yaml"
+    bad.write_text("runs: [\n")
+    with pytest.raises(RunError, match="not valid YAML"):
+        load_runs(str(bad))
+    bad.write_text("just: text\n")
+    with pytest.raises(RunError, match="no 'runs:' list"):
+        load_runs(str(bad))
+    with pytest.raises(RunError, match="cannot read"):
+        load_runs(str(tmp_path / "missing.yaml"))
+    run = RUNS["megascale_table2_175B_megascale_256gpu"]
+    with pytest.raises(RunError, match="appears twice"):
+        load_runs(_write(tmp_path, [run, run]))
+
+
+def test_every_run_is_predicted_or_listed_with_its_reason():
+    rows, summaries = validate()
+    assert len(rows) == len(RUNS)
+    for r in rows:
+        assert (r.error is not None) != bool(r.case.reason), r.case.id
+    skipped = {r.case.id: r.case.reason for r in rows if r.error is None}
+    assert "layout.tp" in skipped["megascale_moe_table5_ablation_352B_240gpu"]
+    assert "ablation" in skipped["megascale_table3_ablation_175B_256gpu"]
+    assert summaries[-1].source == "all" and summaries[-1].n == len(RUNS) - len(skipped)
+
+
+def test_a_measured_step_time_is_taken_as_printed():
+    case = to_case(RUNS["megascale_table2_175B_megascale_256gpu"])
+    assert case.measured_step_s == 32.0 and case.measured_from == "step_time_s"
+    assert case.measured_mfu == pytest.approx(0.653)
+
+
+def test_llama3_step_comes_from_its_tflops_with_the_causal_count():
+    case = to_case(RUNS["llama3_405b_table4_16384gpu_seq8192"])
+    counts = model_counts(case.scenario.model, "causal")
+    expected = counts.flops_per_token * 2048 * 8192 / 16384 / 400e12
+    assert case.measured_step_s == pytest.approx(expected)
+    assert "tflops_per_gpu" in case.measured_from and MFU_CONVENTION["Llama 3"] == "causal"
+
+
+def test_megascale_mfu_convention_reproduces_its_throughput():
+    # MegaScale's 53.0 % at 256 GPUs and 39,300 tokens/s: the non-causal Megatron count with logits fits
+    case = to_case(RUNS["megascale_table2_175B_megatronlm_256gpu"])
+    per_token = model_counts(case.scenario.model, "noncausal").flops_per_token
+    mfu = 1572864 / 40.0 * per_token / (256 * 312e12)
+    assert mfu == pytest.approx(0.53, abs=0.005)
+
+
+def test_conversion_rules():
+    ms = to_case(RUNS["megascale_table2_175B_megascale_256gpu"]).scenario
+    mt = to_case(RUNS["megascale_table2_175B_megatronlm_256gpu"]).scenario
+    assert ms.cluster.gpu.name.startswith("A100") and ms.cluster.rate_scope == "kernel"
+    assert ms.cluster.achieved_flops is None and ms.cluster.achieved_fraction is None  # the operator model decides
+    assert ms.cluster.nic_Bps == pytest.approx(25e9) and ms.cluster.nic_efficiency == pytest.approx(NIC_BUSBW_SHARE)
+    assert ms.cluster.nvlink_efficiency == pytest.approx(NVLINK_BUSBW_SHARE)
+    assert (ms.layout.tp, ms.layout.pp, ms.layout.dp, ms.layout.virtual_stages) == (8, 8, 4, 6)
+    assert ms.layout.schedule == "interleaved-1f1b" and ms.layout.dp_kind == "zero1"
+    assert ms.precision.grads == 4.0  # Megatron reduces BF16 training's gradients in FP32
+    assert ms.overlap.tp == 1.0 and mt.overlap.tp == 0.0 and mt.overlap.dp == 0.0
+    moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
+    assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
+    dsv3 = to_case(RUNS["deepseek_v3_isca25_table4_mpft"])
+    assert dsv3.scenario.layout.dp == 128 and any("DP" in a for a in dsv3.assumptions)
+    assert dsv3.scenario.overlap.comm_sm_share == pytest.approx(20 / 132)
+    assert dsv3.scenario.cluster.nvlink_Bps == pytest.approx(200e9)  # 400 GB/s datasheet total, per direction
+    assert dsv3.scenario.precision.gemm == "fp8"
+
+
+@pytest.mark.parametrize("run_id, source", [
+    ("megascale_table2_175B_megascale_256gpu", "MegaScale"),
+    ("megascale_moe_table3_352B_megascalemoe_240gpu", "MegaScale-MoE"),
+    ("llama3_405b_table4_16384gpu_seq8192", "Llama 3"),
+    ("deepseek_v3_isca25_table4_mpft", "DeepSeek-V3"),
+])
+def test_sources(run_id, source):
+    assert source_of(RUNS[run_id]) == source
+
+
+def test_a_run_on_an_unknown_gpu_is_listed_not_dropped(tmp_path):
+    run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
+    run["hardware"]["gpu"] = "Gaudi 3"
+    rows, _ = validate(_write(tmp_path, [run]))
+    assert rows[0].error is None and "Gaudi 3" in rows[0].case.reason
+
+
+@given(st.lists(st.floats(-0.9, 2.0), min_size=1, max_size=30))
+@settings(max_examples=40, deadline=None)
+def test_summary_is_median_and_p90_of_absolute_errors(errors):
+    case = to_case(RUNS["megascale_table2_175B_megascale_256gpu"])
+    rows = [Row(case, case.measured_step_s * (1 + e), None) for e in errors]
+    s = summarize("x", rows)
+    a = np.abs([r.error for r in rows])
+    assert s.n == len(errors)
+    assert s.median_abs_error == pytest.approx(float(np.median(a)))
+    assert s.p90_abs_error == pytest.approx(float(np.percentile(a, 90)))
+    assert s.median_abs_error <= s.p90_abs_error <= s.max_abs_error + 1e-12
+
+
+def test_prediction_equals_the_budget_of_the_converted_scenario():
+    rows, _ = validate()
+    for r in rows[:3]:
+        b = sb.estimate(sb.derive(r.case.scenario))
+        assert r.predicted_step_s == pytest.approx(float(b.step_s))
+
+
+def test_cli_json_keys(tmp_path):
+    result = CliRunner().invoke(app, ["validate", "--json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert {"runs", "summary"} <= set(d) and {"n", "median_abs_error", "p90_abs_error"} <= set(d["summary"])
+    keys = {"id", "measured_step_s", "predicted_step_s", "error", "measured_mfu", "predicted_mfu"}
+    assert all(keys <= set(r) for r in d["runs"])
+
+
+def test_cli_table_plot_and_bad_runs_file(tmp_path):
+    out = tmp_path / "figure-5-5.png"
+    result = CliRunner().invoke(app, ["validate", "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Absolute step-time error by source" in result.output and "Not predicted" in result.output
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    bad = CliRunner().invoke(app, ["validate", "--runs", str(tmp_path / "none.yaml")])
+    assert bad.exit_code == 2 and "--runs" in bad.output and "Traceback" not in bad.output
