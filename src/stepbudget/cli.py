@@ -238,6 +238,111 @@ def validate(
         console.print(f"wrote {plot}")
 
 
+@app.command()
+def simulate(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    sets: Sets = None,
+    jitter: Annotated[float, typer.Option("--jitter", help="Coefficient of variation of each compute task's time.")] = 0.0,
+    link_jitter: Annotated[float, typer.Option("--link-jitter", help="Coefficient of variation of each link's rate.")] = 0.0,
+    straggler: Annotated[str, typer.Option("--straggler", help="P[xSLOWDOWN]: chance a stage straggles, e.g. 0.01x1.5.")] = "0",
+    steps: Annotated[int, typer.Option("--steps", help="Monte Carlo steps (with jitter): p50/p90/p99.")] = 1,
+    replicas: Annotated[int, typer.Option("--replicas", help="DP replicas a step waits for (default: the layout's DP).")] = 0,
+    link_rate: Annotated[float, typer.Option("--link-rate", help="Scale every link's rate (0.5 = half rate).")] = 1.0,
+    no_contention: Annotated[bool, typer.Option("--no-contention", help="Give each dimension its own link.")] = False,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="Write a Chrome/Perfetto trace to FILE.json.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write the step's timeline to FILE.png, .svg or .html.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for jitter.")] = 0,
+    as_json: AsJson = False,
+) -> None:
+    """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
+    from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step
+    from stepbudget.views.figures import FORMATS
+    from stepbudget.views.simulation import (links_table, misses_table, simulate_dict, simulate_table, step_figure,
+                                             tail_growth, tails_table, write_trace)
+
+    sc = _load(scenario, sets)
+    if trace is not None:
+        _check_out(trace, (".json",), "--trace")
+    if plot is not None:
+        _check_out(plot, FORMATS, "--plot")
+    for name, value in (("--jitter", jitter), ("--link-jitter", link_jitter)):
+        if not 0 <= value < 10:
+            fail(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
+    if not 0 < link_rate <= 100:
+        fail(f"--link-rate: {link_rate} must be > 0 (0.5 = half rate)")
+    if steps < 1 or replicas < 0:
+        fail("--steps must be >= 1 and --replicas >= 0")
+    p_str, _, slow_str = straggler.partition("x")
+    try:
+        p_strag, slowdown = float(p_str), float(slow_str or 1.5)
+    except ValueError:
+        fail(f"--straggler: {straggler!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5")
+    if not (0 <= p_strag <= 1 and slowdown >= 1):
+        fail(f"--straggler: {straggler!r} needs 0 <= P <= 1 and SLOWDOWN >= 1, e.g. 0.01x1.5")
+    budget = sim_budget(sc)
+    if budget.plan.shape:
+        fail("simulate: give one layout, not a sweep")
+    result = simulate_step(budget, contention=not no_contention, link_rate=link_rate)
+    jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
+    mc = tails = None
+    if steps > 1 or jit.any:
+        R = replicas or int(budget.plan.dp)
+        mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, contention=not no_contention)
+        tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
+    if trace is not None:
+        write_trace(result, trace)
+    if plot is not None:
+        step_figure(result, plot)
+    if as_json:
+        _print_json(simulate_dict(result, mc, tails))
+        return
+    console.print(simulate_table(result))
+    if result.deadline_misses:
+        console.print(misses_table(result))
+    console.print(links_table(result))
+    if mc is not None:
+        console.print(tails_table(tails, steps))
+    for path in (trace, plot):
+        if path is not None:
+            console.print(f"wrote {path}")
+
+
+@app.command()
+def wire(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    sets: Sets = None,
+    steps: Annotated[int, typer.Option("--steps", help="Steps of NIC rate to show.")] = 4,
+    window: Annotated[str, typer.Option("--window", help="Counter poll interval, e.g. 15s.")] = "15s",
+    converging: Annotated[int, typer.Option("--converging", help="Bursts that converge on one switch port.")] = 2,
+    switch_buffer: Annotated[str, typer.Option("--switch-buffer", help="Switch buffer for that port, e.g. 64MB.")] = "64MB",
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write the NIC rate to FILE.png, .svg or .html.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
+    from stepbudget.units import parse
+    from stepbudget.views.figures import FORMATS
+    from stepbudget.views.wire import wire_dict, wire_figure, wire_of, wire_table
+
+    sc = _load(scenario, sets)
+    try:
+        window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
+    except UnitError as e:
+        fail(f"--window / --switch-buffer: {e}")
+    if window_s <= 0 or steps < 1 or converging < 1:
+        fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
+    if plot is not None:
+        _check_out(plot, FORMATS, "--plot")
+    w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
+    if plot is not None:
+        wire_figure(w, plot)
+    if as_json:
+        _print_json(wire_dict(w))
+        return
+    console.print(wire_table(w))
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
 def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
     """One-line error unless ``path`` has one of ``suffixes`` and its folder exists."""
     if Path(path).suffix not in suffixes:

@@ -1,0 +1,289 @@
+"""Budget -> the task graph of one training step: one pipeline, every stage, every micro-batch.
+
+The graph takes its numbers from the analytical budget of the same scenario and lets the
+schedule and the links decide the timing:
+
+- **Compute**: each stage runs its chunks' forward and backward passes in the schedule's order
+  (GPipe, 1F1B, interleaved 1F1B as Megatron orders it), one task per layer; the busiest
+  stage's per-micro-batch time of the budget, split 1 : 2 between forward and backward.
+- **Critical-path exchanges** (TP, CP, EP): after each chunk pass, a transfer of its exposed
+  time on the stage's NVLink (or NIC) link that the next pass waits for; the part the budget
+  hides runs beside the compute and must finish before the next pass (a deadline).
+- **PP**: each chunk pass sends its activation (forward) or gradient (backward) to the next
+  virtual stage on the sender's link; the receiver waits for it.
+- **DP**: one bucket per layer: a reduce-scatter (or all-reduce) launched when the layer's last
+  backward finishes, an all-gather before the layer's first forward, on the stage's NIC, which
+  PP sends share (``contention=False`` gives each dimension its own link). The optimizer step
+  runs after the stage's buckets.
+
+A collective is a transfer of ``time x capacity`` bytes: with a link to itself it takes the
+budget's time (latency included); sharing a link, it slows as max-min sharing says. ZB-H1,
+ZB-H2, DualPipe (and interleaving with m not a multiple of p) are run with their closed-form
+bubble as idle time at the start of every stage, not task by task.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.budget.step import Budget
+from stepbudget.enums import Axis, Schedule
+from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
+
+_GPIPE, _1F1B, _INTERLEAVED = (SCHEDULE_CODES[s] for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B,
+                                                            Schedule.INTERLEAVED_1F1B))
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """A step as a task graph, with what each task stands for."""
+
+    graph: TaskGraph
+    capacity_Bps: np.ndarray
+    """Shape (links,): each link's rate; collectives are sized in bytes at this rate."""
+    link_names: list[str]
+    stream_names: list[str]
+    dim: np.ndarray
+    """Per task: "compute", "tp", "cp", "pp", "dp", "ep", "idle" or "" (joins)."""
+    role: np.ndarray
+    """Per task: "fwd", "bwd", "exposed", "hidden", "send", "reduce", "gather", "optimizer", "bubble", ""."""
+    stage: np.ndarray
+    """Per task: pipeline stage (-1 for the final join)."""
+    deadline: np.ndarray
+    """Per task: the task it must finish before to stay hidden (-1: none)."""
+    budget: Budget
+    closed_form_bubble: bool
+    """True when the schedule's bubble is idle time from its closed form, not task by task."""
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.tasks: list[Task] = []
+        self.dim: list[str] = []
+        self.role: list[str] = []
+        self.stage: list[int] = []
+        self.deadline: list[int] = []
+
+    def add(self, task: Task, dim: str, role: str, stage: int, deadline: int = -1) -> int:
+        self.tasks.append(task)
+        self.dim.append(dim)
+        self.role.append(role)
+        self.stage.append(stage)
+        self.deadline.append(deadline)
+        return len(self.tasks) - 1
+
+
+def _order(schedule: int, p: int, s: int, m: int, v: int) -> list[tuple[str, int, int]]:
+    """(pass, micro-batch, chunk) in the order stage ``s`` runs them."""
+    if schedule == _GPIPE:
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if schedule == _INTERLEAVED:
+        def chunk(k: int, forward: bool) -> tuple[int, int]:  # Megatron's get_model_chunk_id
+            c = (k % (p * v)) // p
+            return (k // (p * v)) * p + k % p, (c if forward else v - 1 - c)
+        total = m * v
+        warmup = min((p - s - 1) * 2 + (v - 1) * p, total)
+    else:
+        def chunk(k: int, forward: bool) -> tuple[int, int]:
+            return k, 0
+        total = m
+        warmup = min(p - s - 1, m)
+    out = [("F", *chunk(k, True)) for k in range(warmup)]
+    for i in range(total - warmup):
+        out.append(("F", *chunk(warmup + i, True)))
+        out.append(("B", *chunk(i, False)))
+    out += [("B", *chunk(k, False)) for k in range(total - warmup, total)]
+    return out
+
+
+def step_program(budget: Budget, contention: bool = True) -> StepProgram:
+    """The task graph of one step of ``budget``'s plan (a 0-d budget of a kernel-scope scenario)."""
+    plan = budget.plan
+    sc = plan.scenario
+    p, v = int(plan.pp), int(plan.v)
+    m = max(int(round(float(plan.microbatches))), 1)
+    schedule = int(plan.schedule)
+    closed_form = schedule not in (_GPIPE, _1F1B, _INTERLEAVED) or (schedule == _INTERLEAVED and m % p)
+    if closed_form:
+        v_run, sched_run = 1, _1F1B
+    else:
+        v_run, sched_run = v, schedule
+    comp = float(budget.compute_s - plan.optimizer_s)
+    per_mb = comp / m
+    layers_per_chunk = max(1, int(round(float(plan.layers_per_gpu) / v_run)))
+    share = sc.overlap.comm_sm_share
+
+    # exchanges of the budget, per chunk pass: exposed (blocking) and hidden parts of TP/CP/EP
+    xs = list(zip(budget.exchanges, budget.exposed_s))
+    on_nic = {Axis.TP: False, Axis.CP: False, Axis.EP: False}
+    exposed_part = {Axis.TP: 0.0, Axis.CP: 0.0, Axis.EP: 0.0}
+    hidden_part = {Axis.TP: 0.0, Axis.CP: 0.0, Axis.EP: 0.0}
+    dp = {"reduce": 0.0, "gather": 0.0}
+    dp_rounds = {"reduce": 1, "gather": 1}
+    pp_call, pp_exposed = 0.0, 0.0
+    units = max(int(math.ceil(float(plan.layers_per_gpu))), 1)
+    for x, e in xs:
+        if float(x.calls) <= 0:
+            continue
+        t, e = float(x.time_s), float(e)
+        if x.dim in exposed_part:
+            exposed_part[x.dim] += e
+            hidden_part[x.dim] += t - e
+            on_nic[x.dim] |= bool(float(x.nic_bytes) > 0)
+        elif x.dim == Axis.PP:
+            pp_call, pp_exposed = float(x.call_s), e
+        elif x.dim == Axis.DP:
+            kind = "gather" if x.collective.value == "all-gather" else "reduce"
+            dp[kind] += t
+            dp_rounds[kind] = max(dp_rounds[kind], int(round(float(x.calls) / units)))
+    passes = m * v_run
+    dp_setting = sc.overlap.dp
+
+    # links: per stage, one for each kind of traffic; with contention, the NIC ones are one link
+    names: list[str] = []
+    capacity: list[float] = []
+    nvlink_Bps, nic_Bps = float(plan.nvlink_Bps), float(plan.nic_Bps)
+
+    def link(name: str, rate: float) -> int:
+        if name in names:
+            return names.index(name)
+        names.append(name)
+        capacity.append(rate)
+        return len(names) - 1
+
+    def stage_link(s: int, what: str, over_nic: bool) -> int:
+        if contention and over_nic:
+            return link(f"stage {s} NIC", nic_Bps)
+        return link(f"stage {s} {what} ({'NIC' if over_nic else 'NVLink'})", nic_Bps if over_nic else nvlink_Bps)
+
+    pp_nic = bool(int(np.asarray(plan.q["pp"])) == 1)
+    b = _Builder()
+    passes_done: dict[tuple[str, int, int, int], int] = {}  # (pass, mb, chunk, stage) -> last task of the pass
+    sends: dict[tuple[str, int, int, int], int] = {}  # (pass, mb, virtual stage) -> send task
+    layer_tasks: dict[tuple[str, int, int, int, int], int] = {}  # (pass, mb, chunk, layer, stage) -> compute task
+    stage_orders = [_order(sched_run, p, s, m, v_run) for s in range(p)]
+    last_compute = [-1] * p
+
+    # all-gather buckets before the first forward of each layer (ZeRO-1 after the previous step's update)
+    gathers: dict[tuple[int, int, int], int] = {}
+    for s in range(p):
+        if dp["gather"] > 0 and dp_rounds["gather"] <= 1:
+            per_bucket = dp["gather"] / (v_run * layers_per_chunk)
+            L = stage_link(s, "DP", True)
+            prev: list[int] = []
+            for c in range(v_run):
+                for layer in range(layers_per_chunk):
+                    # collectives on one communicator run in issue order (NCCL), so buckets queue
+                    prev = [b.add(transfer(f"DP all-gather s{s} c{c} l{layer}", per_bucket * capacity[L], [L], prev),
+                                  "dp", "gather", s)]
+                    gathers[(s, c, layer)] = prev[0]
+
+    # stage s's tasks, in schedule order; cross-stage dependencies need the sender to exist first,
+    # so walk the stages' orders together, emitting a pass once what it receives has been emitted
+    pending = [0] * p
+    prev_end = [-1] * p
+    idle = [-1] * p
+    if closed_form:
+        bubble = float(budget.bubble_s) + pp_exposed
+        for s in range(p):
+            idle[s] = prev_end[s] = b.add(compute(f"bubble s{s}", s, bubble), "idle", "bubble", s)
+    virtual = p * v_run
+
+    def receives(kind: str, mb: int, c: int, s: int) -> int | None:
+        if closed_form:
+            return None
+        j = c * p + s
+        if kind == "F":
+            return None if j == 0 else sends.get(("F", mb, j - 1), -2)
+        if j == virtual - 1:
+            return passes_done.get(("F", mb, c, s), -2)
+        return sends.get(("B", mb, j + 1), -2)
+
+    progress = True
+    while progress:
+        progress = False
+        for s in range(p):
+            while pending[s] < len(stage_orders[s]):
+                kind, mb, c = stage_orders[s][pending[s]]
+                dep = receives(kind, mb, c, s)
+                if dep == -2:
+                    break  # the sender has not been emitted yet
+                progress = True
+                pending[s] += 1
+                deps = [d for d in (prev_end[s], dep) if d is not None and d >= 0]
+                frac = 1 / 3 if kind == "F" else 2 / 3
+                hidden = {d: hidden_part[d] * frac / passes for d in hidden_part}
+                side = []
+                for d, t in hidden.items():
+                    if t > 0:
+                        L = stage_link(s, d.value.upper(), on_nic[d])
+                        side.append(b.add(transfer(f"{d.value.upper()} hidden {kind} s{s} m{mb} c{c}", t * capacity[L], [L],
+                                                   deps), d.value, "hidden", s))
+                extra = share * sum(hidden.values()) / layers_per_chunk  # SMs the hidden kernels hold
+                last = None
+                for layer in (range(layers_per_chunk) if kind == "F" else reversed(range(layers_per_chunk))):
+                    layer_deps = list(deps) if last is None else [last]
+                    if kind == "F" and mb == 0 and (s, c, layer) in gathers:
+                        layer_deps.append(gathers[(s, c, layer)])
+                    dur = (per_mb * frac / v_run) / layers_per_chunk + extra
+                    last = b.add(compute(f"{kind} s{s} m{mb} c{c} l{layer}", s, dur, layer_deps), "compute",
+                                 "fwd" if kind == "F" else "bwd", s)
+                    layer_tasks[(kind, mb, c, layer, s)] = last
+                last_compute[s] = last
+                for i in side:  # the hidden exchanges' deadline: the end of the pass they hide behind
+                    b.deadline[i] = last
+                end = last
+                blocking = sum(exposed_part[d] for d in exposed_part) * frac / passes
+                if blocking > 0:
+                    d_main = max(exposed_part, key=exposed_part.get)
+                    L = stage_link(s, d_main.value.upper(), on_nic[d_main])
+                    end = b.add(transfer(f"{d_main.value.upper()} exposed {kind} s{s} m{mb} c{c}", blocking * capacity[L],
+                                         [L], [last]), d_main.value, "exposed", s)
+                if side:
+                    end = b.add(join(f"pass end {kind} s{s} m{mb} c{c}", [end, *side]), "", "", s)
+                passes_done[(kind, mb, c, s)] = end
+                prev_end[s] = end
+                j = c * p + s
+                target = j + 1 if kind == "F" else j - 1
+                if 0 <= target < virtual and not closed_form and pp_call > 0:
+                    L = stage_link(s, "PP", pp_nic)
+                    sends[(kind, mb, j)] = b.add(transfer(f"PP send {kind} m{mb} v{j}->v{target}", pp_call * capacity[L],
+                                                          [L], [end]), "pp", "send", s)
+                elif 0 <= target < virtual:
+                    sends[(kind, mb, j)] = end
+    if any(pending[s] < len(stage_orders[s]) for s in range(p)):
+        raise RuntimeError("pipeline schedule deadlocked while building the step graph")
+
+    # DP reduce-scatter / all-reduce buckets: one per layer after its last backward (or every backward)
+    finals = []
+    for s in range(p):
+        buckets = []
+        if dp["reduce"] > 0:
+            L = stage_link(s, "DP", True)
+            rounds = m if dp_rounds["reduce"] > 1 else 1
+            per_bucket = dp["reduce"] / (rounds * v_run * layers_per_chunk)
+            launches = sorted((layer_tasks[("B", mb, c, layer, s)], mb, c, layer) for mb in range(m - rounds, m)
+                              for c in range(v_run) for layer in range(layers_per_chunk))  # in backward order
+            for after, mb, c, layer in launches:
+                if dp_setting != "auto" and float(dp_setting) == 0:
+                    after = last_compute[s]  # not overlapped: after the stage's backward ends
+                deps = [after] + buckets[-1:]  # one communicator: buckets queue in issue order (NCCL)
+                buckets.append(b.add(transfer(f"DP reduce s{s} m{mb} c{c} l{layer}", per_bucket * capacity[L], [L],
+                                              deps), "dp", "reduce", s, deadline=last_compute[s]))
+        opt = b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]), "compute",
+                    "optimizer", s)
+        finals.append(opt)
+    for (s, c, layer), g in gathers.items():
+        b.deadline[g] = layer_tasks[("F", 0, c, layer, s)]
+    b.add(join("step end", finals), "", "", -1)
+
+    graph = TaskGraph.from_tasks(b.tasks)
+    return StepProgram(
+        graph=graph, capacity_Bps=np.array(capacity, dtype=float), link_names=names,
+        stream_names=[f"stage {s} compute" for s in range(p)], dim=np.array(b.dim), role=np.array(b.role),
+        stage=np.array(b.stage), deadline=np.array(b.deadline), budget=budget, closed_form_bubble=bool(closed_form),
+    )

@@ -1,0 +1,214 @@
+"""Simulate one step of a scenario, attribute each stage's idle time, and repeat it with jitter.
+
+``simulate_step`` runs the step graph of ``sim/program.py`` once and reads the timeline back:
+every gap on a stage's compute stream is charged to what the next task waited for (a PP
+transfer, a TP/CP/EP exchange, a DP bucket, or another stage's compute: the bubble), and a
+hidden exchange or DP bucket that ends after the compute it was meant to hide behind is a
+deadline miss. ``monte_carlo`` draws jitter (compute and link slow-downs, stragglers) for many
+steps, and for ``replicas`` data-parallel replicas takes each step as the slowest replica's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stepbudget.budget.step import DIMS, Budget, estimate
+from stepbudget.inputs.scenario import Scenario
+from stepbudget.plan.derive import derive
+from stepbudget.sim.engine import simulate
+from stepbudget.sim.graph import TaskKind
+from stepbudget.sim.program import StepProgram, step_program
+from stepbudget.sim.timeline import Timeline
+from stepbudget.sweep.calibrate import kernel_scenario
+
+
+@dataclass(frozen=True)
+class Jitter:
+    """Random slow-downs, each a multiplier >= 1 drawn per task, per link or per stage."""
+
+    compute_cv: float = 0.0
+    """Coefficient of variation of each compute task's time (lognormal, mean 1)."""
+    link_cv: float = 0.0
+    """Coefficient of variation of each link's rate for the step (lognormal, mean 1, as a slow-down)."""
+    straggler_p: float = 0.0
+    """Probability that a stage is a straggler for the whole step."""
+    straggler_slowdown: float = 1.5
+    """Compute time multiplier of a straggling stage."""
+
+    @property
+    def any(self) -> bool:
+        return self.compute_cv > 0 or self.link_cv > 0 or self.straggler_p > 0
+
+
+@dataclass(frozen=True)
+class StepResult:
+    program: StepProgram
+    timeline: Timeline
+    step_s: float
+    analytical_step_s: float
+    exposed_s: dict[str, float]
+    """Idle time of the last stage to finish, by what it waited for: tp, cp, pp, dp, ep, bubble."""
+    deadline_misses: list[dict] = field(default_factory=list)
+    """Hidden exchanges and DP buckets that ended after the compute meant to hide them."""
+    link_utilisation: dict[str, float] = field(default_factory=dict)
+    """Busy share of the step for each link."""
+
+
+def _lognormal(rng: np.random.Generator, cv: float, size) -> np.ndarray:
+    if cv <= 0:
+        return np.ones(size)
+    sigma2 = np.log1p(cv * cv)  # mean 1, coefficient of variation cv
+    return rng.lognormal(-sigma2 / 2, np.sqrt(sigma2), size)
+
+
+def sim_budget(scenario: Scenario) -> Budget:
+    """The analytical budget the simulator mirrors: kernel scope (a step-average rate is calibrated)."""
+    return estimate(derive(kernel_scenario(scenario)[0]))
+
+
+def simulate_step(
+    budget: Budget,
+    *,
+    contention: bool = True,
+    link_rate: float = 1.0,
+    jitter: Jitter | None = None,
+    rng: np.random.Generator | None = None,
+    program: StepProgram | None = None,
+) -> StepResult:
+    """One simulated step of ``budget``'s plan. ``link_rate`` scales every link (0.5 = half rate)."""
+    prog = program or step_program(budget, contention=contention)
+    g = prog.graph
+    durations = None
+    rates = np.full(prog.capacity_Bps.size, float(link_rate))
+    if jitter is not None and jitter.any:
+        rng = rng or np.random.default_rng()
+        durations = _lognormal(rng, jitter.compute_cv, g.num_tasks)
+        stages = int(prog.stage.max()) + 1
+        slow = np.where(rng.random(stages) < jitter.straggler_p, jitter.straggler_slowdown, 1.0)
+        durations = durations * np.where(prog.stage >= 0, slow[np.maximum(prog.stage, 0)], 1.0)
+        rates = rates / _lognormal(rng, jitter.link_cv, rates.size)
+    tl = simulate(g, prog.capacity_Bps, link_rate_multiplier=rates, duration_multiplier=durations)
+    return StepResult(
+        program=prog, timeline=tl, step_s=tl.makespan_s, analytical_step_s=float(budget.step_s),
+        exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
+        link_utilisation=_utilisation(prog, tl),
+    )
+
+
+def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
+    """Idle gaps on the compute stream of the stage that ends last, by what ended just before each gap."""
+    g = prog.graph
+    out = {d.value: 0.0 for d in DIMS} | {"bubble": 0.0}
+    is_compute = g.kind == TaskKind.COMPUTE
+    ends = {}
+    for s in np.unique(prog.stage[prog.stage >= 0]):
+        ends[int(s)] = tl.end_s[(prog.stage == s)].max()
+    last = max(ends, key=ends.get)
+    tasks = np.flatnonzero(is_compute & (prog.stage == last))
+    tasks = tasks[np.argsort(tl.start_s[tasks], kind="stable")]
+    prev_end = 0.0
+    for t in tasks.tolist():
+        gap = tl.start_s[t] - prev_end
+        if gap > 1e-12 * max(tl.makespan_s, 1.0):
+            dim, waited = _blamed(prog, tl, t)
+            if dim == "pp":  # a transfer charges only its own time; before it started, another stage computed
+                out["pp"] += min(gap, waited)
+                out["bubble"] += max(gap - waited, 0.0)
+            else:
+                out[dim] += gap
+        prev_end = tl.end_s[t]
+    tail = ends[last] - prev_end  # after the last compute: DP buckets and joins
+    out["dp"] += max(tail, 0.0)
+    return out
+
+
+def _blamed(prog: StepProgram, tl: Timeline, task: int) -> tuple[str, float]:
+    """What ``task`` waited for (following joins to the dependency that finished last), and how long that ran."""
+    g = prog.graph
+    while True:
+        deps = g.dep_ids[g.dep_indptr[task]:g.dep_indptr[task + 1]]
+        if not deps.size:
+            return "bubble", 0.0
+        d = int(deps[np.argmax(tl.end_s[deps])])
+        if g.kind[d] == TaskKind.JOIN or prog.dim[d] == "":
+            task = d
+            continue
+        dim = str(prog.dim[d])
+        ran = float(tl.end_s[d] - tl.start_s[d])
+        return ("bubble", ran) if dim in ("compute", "idle") else (dim, ran)
+
+
+def _misses(prog: StepProgram, tl: Timeline) -> list[dict]:
+    out = []
+    g = prog.graph
+    for t in np.flatnonzero(prog.deadline >= 0).tolist():
+        deps = g.dep_ids[g.dep_indptr[t]:g.dep_indptr[t + 1]]
+        if prog.role[t] == "reduce" and int(prog.deadline[t]) in deps.tolist():
+            continue  # launched by the stage's last backward: nothing left to hide behind (the edge)
+        d = int(prog.deadline[t])
+        late = tl.end_s[t] - tl.end_s[d] if prog.role[t] != "gather" else tl.end_s[t] - tl.start_s[d]
+        if late > 1e-9 * max(tl.makespan_s, 1.0):
+            out.append({"task": tl.label(t), "dim": str(prog.dim[t]), "stage": int(prog.stage[t]),
+                        "late_s": float(late)})
+    return out
+
+
+def _utilisation(prog: StepProgram, tl: Timeline) -> dict[str, float]:
+    g = prog.graph
+    busy = np.zeros(prog.capacity_Bps.size)
+    for t in np.flatnonzero(g.kind == TaskKind.TRANSFER).tolist():
+        for link in g.link_ids[g.link_indptr[t]:g.link_indptr[t + 1]]:
+            busy[link] += g.size_bytes[t]
+    span = max(tl.makespan_s, 1e-30)
+    return {name: float(busy[i] / (prog.capacity_Bps[i] * span)) for i, name in enumerate(prog.link_names)}
+
+
+@dataclass(frozen=True)
+class MonteCarlo:
+    steps_s: np.ndarray
+    """Shape (steps,): each step's time, the slowest of ``replicas`` pipelines."""
+    replicas: int
+    pipeline_s: np.ndarray
+    """Shape (samples,): the simulated pipelines the replicas were drawn from."""
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.steps_s, q))
+
+
+def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
+                seed: int = 0, contention: bool = True) -> MonteCarlo:
+    """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
+
+    Replicas are independent pipelines that meet at every step's gradient reduction, so a step
+    lasts as long as its slowest replica. ``samples`` pipelines are simulated (default
+    ``min(steps, 64)``) and each step draws its ``replicas`` from them: the tail of the maximum
+    grows with the replicas while the simulation cost does not.
+    """
+    rng = np.random.default_rng(seed)
+    prog = step_program(budget, contention=contention)
+    n = samples or min(steps, 64)
+    pipes = np.array([simulate_step(budget, jitter=jitter, rng=rng, program=prog).step_s for _ in range(n)])
+    return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
+
+
+def slowest_of(pipelines: np.ndarray, replicas: int, steps: int, rng: np.random.Generator) -> np.ndarray:
+    """``steps`` draws of the slowest of ``replicas`` pipelines, from a smoothed bootstrap of ``pipelines``.
+
+    Each replica is a resampled simulated pipeline plus Gaussian noise of Silverman's bandwidth
+    (Silverman 1986, eq. 3.31), so the maximum over many replicas can exceed the slowest sample,
+    as it would with more samples. Draws are made in blocks to bound memory.
+    """
+    n = pipelines.size
+    spread = min(np.std(pipelines), (np.percentile(pipelines, 75) - np.percentile(pipelines, 25)) / 1.34)
+    bandwidth = 0.9 * spread * n ** -0.2 if n > 1 else 0.0
+    out = np.empty(steps)
+    block = max(1, 2_000_000 // max(replicas, 1))
+    for lo in range(0, steps, block):
+        hi = min(lo + block, steps)
+        draws = pipelines[rng.integers(0, n, size=(hi - lo, replicas))]
+        if bandwidth > 0:
+            draws = draws + rng.normal(0.0, bandwidth, size=draws.shape)
+        out[lo:hi] = draws.max(axis=1)
+    return out

@@ -1,0 +1,141 @@
+"""The wire view of a budget (chapter 5.6, Panel 5.6): figures, table, JSON and the NIC-rate plot."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rich.table import Table
+
+from stepbudget.budget.step import Budget
+from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
+from stepbudget.views.figures import _atomic
+from stepbudget.wire import WireView, counter_reading, rate_series, wire_view
+
+QPS_RING = 4
+"""Queue pairs per GPU of a ring collective (Meta RoCE paper Table 2: about 4 for all-reduce on 128 GPUs)."""
+QPS_ALL_TO_ALL = 15
+"""Queue pairs per GPU of an all-to-all (same table: about 15)."""
+
+
+@dataclass(frozen=True)
+class Wire:
+    budget: Budget
+    view: WireView
+    bytes_per_nic: float
+    steps: int
+    t: np.ndarray
+    rate: np.ndarray
+    poll_s: np.ndarray
+    counter: np.ndarray
+
+
+def _flows(budget: Budget) -> int:
+    flows = 0
+    for x in budget.exchanges:
+        if float(x.calls) > 0 and float(x.nic_bytes) > 0:
+            if x.collective.value == "all-to-all":
+                flows += QPS_ALL_TO_ALL
+            elif x.collective.value == "send/recv":
+                flows += 2
+            else:
+                flows += QPS_RING
+    return max(flows, 1)
+
+
+def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
+            switch_buffer_bytes: float = 64e6) -> Wire:
+    """One NIC of ``budget``'s job over ``steps`` steps: a line-rate burst per step, then idle."""
+    p, sc = budget.plan, budget.plan.scenario
+    cl = sc.cluster
+    per_nic = float(budget.link_bytes()["nic"]) * cl.gpus_per_node / cl.nics_per_node  # the NIC carries its GPUs' share
+    step = float(budget.step_s)
+    view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
+                     switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
+    t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
+    span = max(window_s, step * steps)
+    long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window
+    tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)
+    poll, reading = counter_reading(tl, rl, window_s)
+    return Wire(budget, view, per_nic, steps, t, rate, poll, reading)
+
+
+def wire_dict(w: Wire) -> dict:
+    """The `wire --json` object (keys documented in the README)."""
+    v = w.view
+    f = lambda x: None if x is None else float(np.asarray(x))  # noqa: E731
+    return {
+        "scenario": w.budget.plan.scenario.name,
+        "step_s": f(v.step_s), "bytes_per_nic": w.bytes_per_nic, "line_rate_Bps": f(v.line_rate_Bps),
+        "burst_s": f(v.burst_s), "duty_cycle": f(v.duty_cycle), "average_Bps": f(v.average_Bps),
+        "window_s": f(v.window_s), "counter_Bps": f(v.counter_Bps),
+        "counter_min_Bps": f(v.counter_min_Bps), "counter_max_Bps": f(v.counter_max_Bps),
+        "peak_to_average": f(v.peak_to_average), "k_converging": f(v.k_converging),
+        "buffer_bytes": f(v.buffer_bytes), "drain_s": f(v.drain_s), "switch_buffer_bytes": f(v.switch_buffer_bytes),
+        "fits_in_buffer": bool(v.fits_in_buffer), "max_burst_s": f(v.max_burst_s),
+        "flows_per_gpu": f(v.flows_per_gpu), "flow_entropy_bits": f(v.flow_entropy_bits),
+        "cv_synchronized": f(v.cv_synchronized), "cv_if_independent": f(v.cv_if_independent),
+        "cv_1000_web_flows": float(np.sqrt((1 - v.duty_cycle) / (1000 * v.duty_cycle))),
+        "series": {"t_s": w.t.tolist(), "rate_Bps": w.rate.tolist()},
+    }
+
+
+def wire_table(w: Wire) -> Table:
+    d = wire_dict(w)
+    t = Table(title=f"{d['scenario']}: one NIC on the wire", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_column(style="dim")
+    t.add_row("bytes per step", fmt_bytes(d["bytes_per_nic"]), "what this NIC sends each step (budget)")
+    t.add_row("burst at line rate", fmt_time(d["burst_s"]), f"at {fmt_rate(d['line_rate_Bps'])}, then idle")
+    t.add_row("step", fmt_time(d["step_s"]), f"duty cycle {d['duty_cycle']:.1%}; peak / average {d['peak_to_average']:.1f}")
+    t.add_row(f"{d['window_s']:g} s counter reads", fmt_rate(d["counter_Bps"]),
+              f"duty x line rate (between {fmt_rate(d['counter_min_Bps'])} and {fmt_rate(d['counter_max_Bps'])} "
+              "with the window's phase)")
+    t.add_row(f"buffer for {d['k_converging']:g} converging bursts", fmt_bytes(d["buffer_bytes"]),
+              f"(k - 1) x burst x rate; the switch has {fmt_bytes(d['switch_buffer_bytes'])}: "
+              + ("fits" if d["fits_in_buffer"] else f"does not fit (it absorbs {fmt_time(d['max_burst_s'])} of burst)"))
+    t.add_row("flows per GPU", f"{d['flows_per_gpu']:g}", f"entropy {d['flow_entropy_bits']:.1f} bits (Meta: ~4 QPs per ring, ~15 per all-to-all)")
+    t.add_row("burstiness (CV)", f"{d['cv_synchronized']:.2f}",
+              f"flows in lockstep; {d['cv_if_independent']:.2f} if independent, {d['cv_1000_web_flows']:.3f} for 1,000 web-like flows")
+    return t
+
+
+def wire_figure(w: Wire, path: str | os.PathLike) -> None:
+    """The NIC's rate over the steps, with what the counter's window reads."""
+    path = Path(path)
+    if path.suffix == ".html":
+        _atomic(path, lambda tmp: _plotly(w).write_html(tmp, include_plotlyjs=True, full_html=True))
+    else:
+        _atomic(path, lambda tmp: _matplotlib(w, tmp))
+
+
+def _matplotlib(w: Wire, tmp: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    ax.step(w.t, w.rate * 8 / 1e9, where="post", label="NIC rate (line-rate bursts)")
+    ax.axhline(float(w.view.counter_Bps) * 8 / 1e9, color="C3", linestyle="--",
+               label=f"what a {float(w.view.window_s):g} s counter reads")
+    ax.axhline(float(w.view.line_rate_Bps) * 8 / 1e9, color="grey", linestyle=":", label="line rate")
+    ax.set(xlabel="seconds", ylabel="Gb/s", xlim=(0, w.t[-1]),
+           title=f"{w.budget.plan.scenario.name}: one NIC, duty cycle {float(w.view.duty_cycle):.1%}")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
+    plt.close(fig)
+
+
+def _plotly(w: Wire):
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=w.t, y=w.rate * 8 / 1e9, line_shape="hv", name="NIC rate"))
+    fig.add_hline(y=float(w.view.counter_Bps) * 8 / 1e9, line_dash="dash", annotation_text="counter")
+    fig.update_layout(title="One NIC on the wire", xaxis_title="seconds", yaxis_title="Gb/s", template="plotly_white")
+    return fig
