@@ -343,6 +343,48 @@ def wire(
         console.print(f"wrote {plot}")
 
 
+@app.command()
+def moe(
+    scenario: ScenarioArg = "deepseek-v3",
+    sets: Sets = None,
+    skew: Annotated[str, typer.Option("--skew", help="uniform, zipf:S (pairs, FAST's benchmark) or experts:S (hot experts).")] = "uniform",
+    servers: Annotated[Optional[int], typer.Option("--servers", help="Servers in the EP group (default: from the layout).")] = None,
+    gpus_per_server: Annotated[Optional[int], typer.Option("--gpus-per-server", help="GPUs per server in the EP group.")] = None,
+    matrix: Annotated[Optional[str], typer.Option("--matrix", help="A measured matrix in bytes: FILE.csv or FILE.npy.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for routing.")] = 0,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Heat map of the matrix: FILE.png, .svg or .html.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """MoE all-to-all: hiding ratio, one layer's traffic matrix, plain against FAST-style schedule."""
+    from stepbudget.a2a.report import load_matrix, moe_report, parse_skew
+    from stepbudget.views.figures import FORMATS
+    from stepbudget.views.moe import alltoall_table, heatmap, moe_dict, ratio_table, verdict
+
+    sc = _load(scenario, sets)
+    if plot is not None:
+        _check_out(plot, FORMATS, "--plot")
+    for name, value in (("--servers", servers), ("--gpus-per-server", gpus_per_server)):
+        if value is not None and value < 1:
+            fail(f"{name}: {value} must be a positive integer")
+    try:
+        report = moe_report(sc, parse_skew(skew), servers, gpus_per_server,
+                            load_matrix(matrix) if matrix else None, seed)
+    except (ScenarioError, ValueError) as e:
+        fail(str(e).splitlines()[0])
+    if plot is not None:
+        heatmap(report, plot)
+    if as_json:
+        _print_json(moe_dict(report))
+        return
+    console.print(ratio_table(report))
+    console.print(alltoall_table(report))
+    console.print("[bold]What it means[/bold]")
+    for line in verdict(report):
+        console.print(f"  {line}")
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
 def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
     """One-line error unless ``path`` has one of ``suffixes`` and its folder exists."""
     if Path(path).suffix not in suffixes:

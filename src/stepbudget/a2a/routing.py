@@ -369,6 +369,42 @@ def _limit_nodes(experts, pi, e2s, on_server, S: int, Mn: int, k: int) -> np.nda
 # ---------------------------------------------------------------- summaries
 
 
+def busiest_gpu_factor(num_experts, top_k, ep, skew) -> float:
+    """Tokens the busiest of ``ep`` GPUs receives over the mean, for Zipf(``skew``) expert popularity.
+
+    Experts are placed round-robin (expert ``e`` on GPU ``e mod ep``), so the hottest GPU holds the
+    hottest expert and every ``ep``-th one after it; 1.0 when balanced or ``ep = 1``.
+    """
+    E, k = _experts_and_k(num_experts, top_k)
+    n = _count("ep", ep)
+    if E % n:
+        raise ValueError(f"ep={n} must divide num_experts={E}: each GPU holds E / ep experts")
+    if n == 1 or float(skew) == 0:
+        return 1.0
+    pi = expert_popularity(E, k, float(skew))
+    per_gpu = np.bincount(np.arange(E) % n, weights=pi, minlength=n)  # round-robin placement
+    return float(per_gpu.max() * n / k)  # busiest GPU's copies over the mean k / ep
+
+
+def pair_skew_matrix(n_gpus, bytes_per_gpu, skew, rng=None) -> np.ndarray:
+    """A GPU traffic matrix with Zipf(``skew``) pair sizes, as FAST's synthetic benchmark skews them.
+
+    Each source sends ``bytes_per_gpu`` split over the other GPUs in proportion to ``rank^-skew``,
+    ranks in a fresh random order per source: rows are equal, pairs differ by up to ~10x the
+    median at skew 0.8, and columns stay balanced on average (no hot expert). Shape (n, n).
+    """
+    n = _count("n_gpus", n_gpus, 2)
+    s = _zipf_exponent(skew)
+    gen = _rng(rng)
+    weight = np.arange(1, n, dtype=np.float64) ** -s
+    weight /= weight.sum()
+    D = np.zeros((n, n))
+    for i in range(n):
+        peers = np.delete(np.arange(n), i)
+        D[i, peers] = float(bytes_per_gpu) * weight[gen.permutation(n - 1)]  # Zipf over peers, random order
+    return D
+
+
 def server_matrix(D, servers, gpus_per_server) -> np.ndarray:
     """Server-level bytes ``(S, S)``: the sum of each ``G x G`` tile of ``D`` (diagonal = intra-server)."""
     D = check_traffic_matrix(D, servers, gpus_per_server)

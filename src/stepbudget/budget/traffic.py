@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.a2a.routing import busiest_gpu_factor
 from stepbudget.budget.collectives import HIERARCHICAL, call_cost
 from stepbudget.enums import Axis, Collective
 from stepbudget.plan.derive import Plan
@@ -151,8 +152,30 @@ def exchanges(plan: Plan) -> list[Exchange]:
                           calls=passes, q=plan.q["ep"], tier=plan.tier["ep"])
             if m.moe.node_limit is not None:
                 x = _node_limited(plan, x, tokens * h * wb * passes, m.moe.node_limit)
-            out.append(x)
+            out.append(_skewed(x, _busiest(m, plan.ep)))
     return out
+
+
+def _busiest(model, ep) -> np.ndarray:
+    """Busiest GPU's share of the all-to-all over the mean, per layout (a2a/routing.py, same traffic model)."""
+    ep = np.asarray(ep)
+    values = {int(e): busiest_gpu_factor(model.moe.num_experts, model.moe.top_k, int(e), model.moe.popularity_skew)
+              for e in np.unique(ep)}
+    return np.vectorize(values.__getitem__, otypes=[float])(ep) if ep.ndim else np.asarray(values[int(ep)])
+
+
+def _skewed(x: Exchange, factor) -> Exchange:
+    """An all-to-all ends when its busiest receiver does: its bandwidth time scales by ``factor``."""
+    if np.all(np.asarray(factor) == 1.0):
+        return x
+    lat = x.time_s - x.bandwidth_s
+    bw = x.bandwidth_s * factor
+    calls = np.maximum(x.calls, 1)
+    return Exchange(
+        dim=x.dim, collective=x.collective, what=x.what, critical=x.critical, group=x.group,
+        message_bytes=x.message_bytes, calls=x.calls, bytes_per_gpu=x.bytes_per_gpu,
+        nvlink_bytes=x.nvlink_bytes, nic_bytes=x.nic_bytes, time_s=bw + lat, bandwidth_s=bw, call_s=(bw + lat) / calls,
+    )
 
 
 def _node_limited(plan: Plan, x: Exchange, token_bytes, limit: int) -> Exchange:

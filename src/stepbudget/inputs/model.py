@@ -40,6 +40,9 @@ class MoE(Frozen):
     """Leading layers that keep a dense FFN (3 in DeepSeek-V3)."""
     node_limit: int | None = Field(None, gt=0)
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
+    popularity_skew: float = Field(0.0, ge=0)
+    """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
+    share of the all-to-all then sets its time (a2a/routing.py; FAST measured pairs at 12x the median)."""
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoE":

@@ -1,0 +1,133 @@
+"""One scenario's MoE all-to-all, end to end: hiding ratio, layer times, traffic matrix, schedules.
+
+Takes a scenario (model, cluster, layout) and builds what the `moe` command shows: the hiding
+ratio R on NVLink and on the NIC (formulas.md 7.1), one MoE layer's compute, NVLink and NIC
+times, the dispatch traffic matrix of one EP group for one micro-batch (balanced, expert-skewed,
+pair-skewed as FAST's benchmark, or a measured matrix), and its completion time three ways:
+lower bound, all pairs at once, FAST-style schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
+from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic_matrix, node_limited_traffic,
+                                    pair_skew_matrix, skew_stats)
+from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
+from stepbudget.enums import Activation
+from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.plan.derive import derive
+
+CHAPTER_ROWS = (  # chapter 5.5 and formulas.md 9.4, at 989 TFLOP/s
+    ("chapter: f = 14,336 on 400 GB/s NVLink", 14336, 400e9, 8, 9.9),
+    ("chapter: f = 14,336 on a 50 GB/s NIC", 14336, 50e9, 8, 1.2),
+    ("chapter: DeepSeekMoE f = 1,408 on NVLink", 1408, 400e9, 8, 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Skew:
+    """How the traffic matrix is drawn: "uniform", "experts" (Zipf popularity) or "pairs" (FAST's benchmark)."""
+
+    kind: str
+    exponent: float = 0.0
+
+
+def parse_skew(text: str) -> Skew:
+    """'uniform', 'zipf:0.8' (pairs, FAST's benchmark) or 'experts:0.8' (hot experts)."""
+    t = text.strip().lower()
+    if t in ("uniform", "balanced", "0"):
+        return Skew("uniform")
+    kind, _, value = t.partition(":")
+    if kind not in ("zipf", "pairs", "experts") or not value:
+        raise ScenarioError(f"--skew: {text!r} is not uniform, zipf:S or experts:S; e.g. --skew zipf:0.8")
+    try:
+        s = float(value)
+    except ValueError:
+        raise ScenarioError(f"--skew: exponent {value!r} is not a number; e.g. --skew zipf:0.8") from None
+    if not s >= 0:
+        raise ScenarioError(f"--skew: the Zipf exponent must be >= 0, got {s}")
+    return Skew("experts" if kind == "experts" else "pairs", s)
+
+
+@dataclass(frozen=True)
+class MoEReport:
+    scenario: Scenario
+    ratio: dict[str, dict[str, float]]
+    """{"nvlink" | "nic": {"exact", "approx", "bandwidth_Bps"}}."""
+    chapter: list[tuple[str, float, float]]
+    """(label, R exact for n = 8, R the chapter prints)."""
+    layer: dict[str, MoELayerTimes]
+    """One MoE layer, forward, one micro-batch: times on NVLink and on the NIC."""
+    servers: int
+    gpus_per_server: int
+    tokens_per_gpu: int
+    skew: Skew
+    matrix: np.ndarray
+    """Dispatch bytes (S*G, S*G) of one MoE layer for one micro-batch."""
+    stats: SkewStats
+    times: AllToAllTimes
+    node_limited_nic_bytes: float | None = None
+    """Bytes crossing NICs under DeepSeek-V3's node limit (None without one)."""
+
+
+def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
+               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
+    model = sc.model
+    if model.moe is None:
+        raise ScenarioError(f"model.moe: {sc.name} is a dense model; add model.moe (experts, top_k) or pick an MoE preset")
+    moe, lay, cl = model.moe, sc.layout, sc.cluster
+    plan = derive(sc)
+    peak = cl.peak_fp8 if sc.precision.gemm == "fp8" else cl.gpu.peak_bf16_flops
+    ep = lay.ep
+    swiglu = model.activation == Activation.SWIGLU
+    f = moe.expert_ffn_size
+    nic, nvlink = float(plan.nic_Bps), float(plan.nvlink_Bps)
+    ratio = {name: {"exact": float(hiding_ratio(f, B, peak, ep)), "approx": float(hiding_ratio(f, B, peak)),
+                    "bandwidth_Bps": B} for name, B in (("nvlink", nvlink), ("nic", nic))}
+    chapter = [(label, float(hiding_ratio(ff, B, 989e12, n)), printed) for label, ff, B, n, printed in CHAPTER_ROWS]
+    sp = lay.sequence_parallel and lay.tp > 1 and lay.expert_tp_degree == 1
+    tokens = int(lay.micro_batch * model.seq_len / lay.cp / (lay.tp if sp else 1))  # tokens one GPU dispatches
+    w = sc.precision.dispatch
+    layer = {name: moe_layer_times(tokens, model.hidden_size, f, moe.top_k, ep, B, peak, w, swiglu)
+             for name, B in (("nvlink", nvlink), ("nic", nic))}
+    q = int(np.asarray(plan.q["ep"]))
+    G = int(gpus_per_server or min(q, ep))
+    S = int(servers or max(ep // G, 1))
+    n = S * G
+    nl_nic = None
+    if matrix is not None:
+        D = check_traffic_matrix(matrix, S, G, name="--matrix")
+    elif skew.kind == "pairs":
+        D = pair_skew_matrix(n, tokens * moe.top_k * model.hidden_size * w, skew.exponent, rng=seed)
+    else:
+        if moe.num_experts % n:
+            raise ScenarioError(f"--servers/--gpus-per-server: {moe.num_experts} experts do not split over {S}x{G} GPUs; "
+                                "use a GPU count that divides the experts")
+        placement = np.arange(moe.num_experts) % n  # round-robin, as the budget's skew factor assumes
+        zipf = skew.exponent if skew.kind == "experts" else "uniform"
+        D = gpu_traffic_matrix(tokens, model.hidden_size, moe.num_experts, moe.top_k, n, skew=zipf,
+                               bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
+        if moe.node_limit is not None and S > 1:
+            nl = node_limited_traffic(tokens, model.hidden_size, moe.num_experts, moe.top_k, S, G, moe.node_limit,
+                                      skew=zipf, bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
+            nl_nic = nl.inter_server_bytes
+    times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s)
+    return MoEReport(scenario=sc, ratio=ratio, chapter=chapter, layer=layer, servers=S, gpus_per_server=G,
+                     tokens_per_gpu=tokens, skew=skew, matrix=D, stats=skew_stats(D), times=times,
+                     node_limited_nic_bytes=nl_nic)
+
+
+def load_matrix(path: str) -> np.ndarray:
+    """A measured matrix from CSV (comma- or whitespace-separated) or .npy, in bytes."""
+    try:
+        if path.endswith(".npy"):
+            return np.load(path, allow_pickle=False)
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        return np.loadtxt(text.splitlines(), delimiter="," if "," in text else None, ndmin=2)
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"--matrix: cannot read {path!r} as CSV or .npy ({str(e).splitlines()[0]})") from None

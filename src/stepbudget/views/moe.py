@@ -1,0 +1,132 @@
+"""MoE report -> JSON-ready dict, tables, a verdict an engineer can act on, and the heat map (Figure 5.7)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from rich.table import Table
+
+from stepbudget.a2a.report import MoEReport
+from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
+from stepbudget.views.figures import _atomic
+
+
+def moe_dict(r: MoEReport) -> dict:
+    """The `moe --json` object (keys documented in the README)."""
+    t = r.times
+    return {
+        "scenario": r.scenario.name,
+        "ratio": r.ratio,
+        "chapter_ratios": [{"case": c, "exact": e, "printed": p} for c, e, p in r.chapter],
+        "layer": {k: {"compute_s": float(v.compute_s), "comm_s": float(v.comm_s), "ratio": float(v.ratio)}
+                  for k, v in r.layer.items()},
+        "servers": r.servers, "gpus_per_server": r.gpus_per_server, "tokens_per_gpu": r.tokens_per_gpu,
+        "skew": {"kind": r.skew.kind, "exponent": r.skew.exponent,
+                 "pair_max_over_median": r.stats.pair_max_over_median,
+                 "busiest_row_bytes": r.stats.busiest_row_bytes, "busiest_col_bytes": r.stats.busiest_col_bytes},
+        "alltoall": {"lower_bound_s": t.lower_bound_s, "plain_s": t.plain_s, "scheduled_s": t.scheduled_s,
+                     "stages": t.stages, "speedup": t.speedup, "schedule_seconds": t.schedule_seconds},
+        "node_limited_nic_bytes": r.node_limited_nic_bytes,
+        "verdict": verdict(r),
+    }
+
+
+def verdict(r: MoEReport) -> list[str]:
+    """What to do about it, in a few lines."""
+    out = []
+    nic, nv = r.ratio["nic"]["exact"], r.ratio["nvlink"]["exact"]
+    if r.servers > 1:
+        if nic < 1:
+            out.append(f"R = {nic:.2f} on the NIC: the expert GEMMs of a micro-batch cannot hide its all-to-all "
+                       f"across servers; overlap it with another micro-batch (DualPipe) or keep EP inside the "
+                       f"scale-up domain (R = {nv:.1f} on NVLink)")
+        else:
+            out.append(f"R = {nic:.2f} on the NIC: the all-to-all can hide behind expert compute if it is overlapped")
+    else:
+        out.append(f"EP stays inside one server: the all-to-all runs on NVLink (R = {nv:.1f}); the NIC carries none of it")
+    t = r.times
+    if r.servers == 1:
+        pass  # one server: no scale-out stages to schedule
+    elif t.speedup > 1.05:
+        out.append(f"skew makes the plain all-to-all {t.plain_s / t.lower_bound_s:.1f}x the lower bound; "
+                   f"a FAST-style schedule ({t.stages} stages) finishes in {fmt_time(t.scheduled_s)} instead of "
+                   f"{fmt_time(t.plain_s)} ({t.speedup:.2f}x)")
+    elif r.servers > 1:
+        out.append(f"balanced enough: the plain all-to-all is within {t.plain_s / t.lower_bound_s - 1:.0%} of "
+                   "the lower bound; a schedule buys nothing")
+    if r.node_limited_nic_bytes is not None:
+        flat = float(r.matrix.sum() - np.trace(r.matrix.reshape(r.servers, r.gpus_per_server, r.servers,
+                                                                 r.gpus_per_server).sum(axis=(1, 3))))
+        out.append(f"node-limited routing sends {fmt_bytes(r.node_limited_nic_bytes)} over NICs per layer "
+                   f"instead of {fmt_bytes(flat)} ({r.node_limited_nic_bytes / max(flat, 1):.0%})")
+    return out
+
+
+def ratio_table(r: MoEReport) -> Table:
+    t = Table(title=f"{r.scenario.name}: hiding ratio R = expert compute / all-to-all (R > 1 can hide; MegaScale-MoE "
+                    "7's form with BF16 tokens; the layer columns use the scenario's dispatch precision)",
+              title_justify="left")
+    for col in ("link", "bandwidth", "R exact (n/(n-1))", "R approx (1.5 f B/P)", "layer compute", "layer all-to-all"):
+        t.add_column(col, justify="left" if col == "link" else "right")
+    for name in ("nvlink", "nic"):
+        q, lt = r.ratio[name], r.layer[name]
+        t.add_row(name, fmt_rate(q["bandwidth_Bps"]), f"{q['exact']:.2f}", f"{q['approx']:.2f}",
+                  fmt_time(float(lt.compute_s)), fmt_time(float(lt.comm_s)))
+    for label, exact, printed in r.chapter:
+        t.add_row(label, "", f"{exact:.2f}", f"(book: {printed:g})", "", "")
+    return t
+
+
+def alltoall_table(r: MoEReport) -> Table:
+    t = Table(title=f"One MoE layer's dispatch: {r.servers} servers x {r.gpus_per_server} GPUs, "
+                    f"{r.tokens_per_gpu:,} tokens per GPU, skew {r.skew.kind}"
+                    + (f" {r.skew.exponent:g}" if r.skew.kind != "uniform" else ""), title_justify="left",
+              show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_column(style="dim")
+    s, a = r.stats, r.times
+    t.add_row("busiest pair / median pair", f"{s.pair_max_over_median:.1f}x", "FAST measured > 12x in Megatron MoE")
+    t.add_row("busiest sender / receiver", f"{fmt_bytes(s.busiest_row_bytes)} / {fmt_bytes(s.busiest_col_bytes)}", "")
+    t.add_row("lower bound", fmt_time(a.lower_bound_s), "busiest server line over its NICs")
+    t.add_row("plain all-to-all", fmt_time(a.plain_s), "all pairs at once, max-min shared (incast at hot receivers)")
+    t.add_row("FAST-style schedule", fmt_time(a.scheduled_s),
+              f"{a.stages} one-to-one stages, computed in {a.schedule_seconds * 1e6:.0f} us")
+    t.add_row("speedup", f"{a.speedup:.2f}x", "plain / scheduled")
+    return t
+
+
+def heatmap(r: MoEReport, path: str | os.PathLike) -> None:
+    """The traffic matrix as a heat map (chapter Figure 5.7), server boundaries drawn."""
+    path = Path(path)
+    if path.suffix == ".html":
+        import plotly.graph_objects as go
+
+        fig = go.Figure(go.Heatmap(z=r.matrix / 1e6, colorbar={"title": "MB"}))
+        fig.update_layout(title="Dispatch bytes, source GPU (row) to destination GPU (column)",
+                          yaxis={"autorange": "reversed"}, template="plotly_white")
+        _atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True))
+        return
+
+    def draw(tmp: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 6))
+        im = ax.imshow(r.matrix / 1e6, cmap="magma")
+        for b in range(1, r.servers):
+            ax.axhline(b * r.gpus_per_server - 0.5, color="white", lw=0.6)
+            ax.axvline(b * r.gpus_per_server - 0.5, color="white", lw=0.6)
+        fig.colorbar(im, ax=ax, label="MB per layer call")
+        ax.set(xlabel="destination GPU", ylabel="source GPU",
+               title=f"{r.scenario.name}: dispatch, skew {r.skew.kind} "
+                     f"(pair max / median {r.stats.pair_max_over_median:.1f}x)")
+        fig.tight_layout()
+        fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
+        plt.close(fig)
+
+    _atomic(path, draw)
