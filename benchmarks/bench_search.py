@@ -36,9 +36,11 @@ def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
 
     sc = sb.load(preset, sets)
     search(sc, gpus=gpus, top=1, chunk=1 << 12)  # warm-up: imports, first-call costs
-    t0 = time.perf_counter()
-    result = search(sc, gpus=gpus, top=10)
-    seconds = time.perf_counter() - t0
+    seconds = float("inf")
+    for _ in range(3):  # best of 3: the machine is shared
+        t0 = time.perf_counter()
+        result = search(sc, gpus=gpus, top=10)
+        seconds = min(seconds, time.perf_counter() - t0)
     search_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # high-water mark so far
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "layouts.parquet")

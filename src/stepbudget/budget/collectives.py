@@ -55,6 +55,26 @@ def ring_steps(collective: Collective, n) -> np.ndarray:
     return np.ones_like(n)  # send/recv; all-to-all posts every pair at once (NCCL grouped send/recv)
 
 
+def _link_bytes(collective: Collective, algorithm: int, S, q, nodes, spans, total):
+    """(NVLink bytes, NIC bytes) one GPU sends per call under ``algorithm`` (before masking single-node groups)."""
+    if algorithm == FLAT:  # flat ring: every neighbour on another node (the chapter's case)
+        return np.where(spans, 0.0, total), np.where(spans, total, 0.0)
+    if collective == Collective.ALL_REDUCE:
+        if algorithm == TREE:  # double binary tree: 2S sent per rank; a node's q NICs share it (formulas.md 1.3)
+            return 2 * S * (q - 1) / np.maximum(q, 1), 2 * S / q
+        if algorithm == IN_NETWORK:  # NVLS in the node, SHARP across nodes: S/q per NIC each way (formulas.md 1.5)
+            return (q + 1) / q * S, S / q
+        # hierarchical: RS in node, all-reduce of S/q across nodes, AG in node (formulas.md 1.4)
+        return 2 * (q - 1) / q * S, 2 * (nodes - 1) / nodes * S / q
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+        # tree/NVLS do not apply (NCCL issue #1506): the hierarchical split
+        return (q - 1) / q * S, (nodes - 1) / nodes * S / q
+    if collective == Collective.ALL_TO_ALL:
+        n = nodes * q
+        return (q - 1) / n * S, (n - q) / n * S  # peers in the node; peers elsewhere through this GPU's NIC
+    return np.where(spans, 0.0, total), np.where(spans, total, 0.0)  # send/recv, broadcast: one tier
+
+
 def call_cost(
     collective: Collective,
     S,
@@ -77,48 +97,29 @@ def call_cost(
     nodes = n / q
     spans = nodes > 1
     total = ring_factor(collective, n) * S
-
-    if collective == Collective.ALL_REDUCE:
-        # hierarchical: RS in node, all-reduce of S/q across nodes, AG in node (formulas.md 1.4)
-        h_nv = 2 * (q - 1) / q * S
-        h_nic = 2 * (nodes - 1) / nodes * S / q
-        # double binary tree: 2S sent per rank; a node's q NICs share it (formulas.md 1.3)
-        t_nv, t_nic = 2 * S * (q - 1) / np.maximum(q, 1), 2 * S / q
-        # NVLS in the node, SHARP across nodes: S/q per NIC each way (formulas.md 1.5)
-        i_nv, i_nic = (q + 1) / q * S, S / q
-    elif collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-        h_nv = (q - 1) / q * S
-        h_nic = (nodes - 1) / nodes * S / q
-        t_nv, t_nic, i_nv, i_nic = h_nv, h_nic, h_nv, h_nic  # tree/NVLS do not apply (NCCL issue #1506)
-    elif collective == Collective.ALL_TO_ALL:
-        h_nv = (q - 1) / n * S  # peers in the node
-        h_nic = (n - q) / n * S  # peers on other nodes, through this GPU's own NIC
-        t_nv, t_nic, i_nv, i_nic = h_nv, h_nic, h_nv, h_nic
-    else:  # send/recv, broadcast: the pair or chain sits on one tier
-        h_nv = np.where(spans, 0.0, total)
-        h_nic = np.where(spans, total, 0.0)
-        t_nv, t_nic, i_nv, i_nic = h_nv, h_nic, h_nv, h_nic
-
-    flat_nv = np.where(spans, 0.0, total)  # flat ring: every neighbour on another node (the chapter's case)
-    flat_nic = np.where(spans, total, 0.0)
-    is_flat, is_tree, is_innet = algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK
-    if algorithm.ndim == 0:  # one algorithm for every layout (the usual case): no per-element choice
-        nvlink, nic = (flat_nv, flat_nic) if is_flat else (t_nv, t_nic) if is_tree else (
-            (i_nv, i_nic) if is_innet else (h_nv, h_nic))
+    is_ar = collective == Collective.ALL_REDUCE
+    if algorithm.ndim == 0:  # one algorithm for every layout (the usual case): compute only its branch
+        nvlink, nic = _link_bytes(collective, int(algorithm), S, q, nodes, spans, total)
+        is_tree, is_innet = algorithm == TREE, algorithm == IN_NETWORK
     else:
-        nvlink = np.where(is_flat, flat_nv, np.where(is_tree, t_nv, np.where(is_innet, i_nv, h_nv)))
-        nic = np.where(is_flat, flat_nic, np.where(is_tree, t_nic, np.where(is_innet, i_nic, h_nic)))
+        split = {a: _link_bytes(collective, a, S, q, nodes, spans, total) for a in (HIERARCHICAL, FLAT, TREE, IN_NETWORK)}
+        is_flat, is_tree, is_innet = algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK
+        pick = lambda k: np.where(is_flat, split[FLAT][k], np.where(is_tree, split[TREE][k],  # noqa: E731
+                                  np.where(is_innet, split[IN_NETWORK][k], split[HIERARCHICAL][k])))
+        nvlink, nic = pick(0), pick(1)
     nic = np.where(spans, nic, 0.0)
-    bytes_per_gpu = np.where(is_tree & (collective == Collective.ALL_REDUCE), 2 * S, total)
+    bytes_per_gpu = np.where(is_tree & is_ar, 2 * S, total)
 
     bandwidth_s = np.maximum(nvlink / nvlink_Bps, nic / nic_Bps)
 
     steps = ring_steps(collective, n)
-    inter = np.where(spans, (2 if collective == Collective.ALL_REDUCE else 1) * (nodes - 1), 0.0)
+    inter = np.where(spans, (2 if is_ar else 1) * (nodes - 1), 0.0)
     inter = np.minimum(inter, steps)
     ring_lat = (steps - inter) * nvlink_latency_s + inter * nic_latency_s
-    tree_lat = 2 * ((q - 1) * nvlink_latency_s + np.log2(np.maximum(nodes, 1)) * nic_latency_s)
-    innet_lat = nvlink_latency_s + np.where(spans, nic_latency_s, 0.0)
-    is_ar = collective == Collective.ALL_REDUCE
-    latency_s = np.where(is_tree & is_ar, tree_lat, np.where(is_innet & is_ar, innet_lat, ring_lat))
+    if not is_ar or not (np.any(is_tree) or np.any(is_innet)):
+        latency_s = ring_lat
+    else:
+        tree_lat = 2 * ((q - 1) * nvlink_latency_s + np.log2(np.maximum(nodes, 1)) * nic_latency_s)
+        innet_lat = nvlink_latency_s + np.where(spans, nic_latency_s, 0.0)
+        latency_s = np.where(is_tree, tree_lat, np.where(is_innet, innet_lat, ring_lat))
     return CallCost(bytes_per_gpu, nvlink, nic, bandwidth_s, latency_s)
