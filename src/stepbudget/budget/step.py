@@ -1,6 +1,6 @@
 """The step budget: compute, bubble, exchanges, what overlap hides, and what is left exposed.
 
-    step_s = compute_s + bubble_s + sum(exposed_s)                       (rate_scope = kernel)
+    step_s = compute_s + bubble_s + sum(exposed_s) + contention_s        (rate_scope = kernel)
     step_s = compute_s + exposed_s[dp]                                   (rate_scope = step)
 
 Overlap (formulas.md 6.1): an exchange of time T with overlap fraction phi hides
