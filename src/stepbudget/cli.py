@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,8 +42,19 @@ def _load(scenario: str, sets: list[str] | None):
         fail(str(e))
 
 
+def _finite(obj: object) -> object:
+    """JSON has no inf or NaN: an infinite ratio (nothing to divide by) is written as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _print_json(obj: object) -> None:
-    print(json.dumps(obj, indent=2, allow_nan=False))
+    print(json.dumps(_finite(obj), indent=2, allow_nan=False))
 
 
 def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
@@ -277,8 +289,8 @@ def simulate(
         p_strag, slowdown = float(p_str), float(slow_str or 1.5)
     except ValueError:
         fail(f"--straggler: {straggler!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5")
-    if not (0 <= p_strag <= 1 and slowdown >= 1):
-        fail(f"--straggler: {straggler!r} needs 0 <= P <= 1 and SLOWDOWN >= 1, e.g. 0.01x1.5")
+    if not (0 <= p_strag <= 1 and 1 <= slowdown <= 1000):
+        fail(f"--straggler: {straggler!r} needs 0 <= P <= 1 and 1 <= SLOWDOWN <= 1000, e.g. 0.01x1.5")
     budget = sim_budget(sc)
     if budget.plan.shape:
         fail("simulate: give one layout, not a sweep")
@@ -332,7 +344,10 @@ def wire(
         fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
     if plot is not None:
         _check_out(plot, FORMATS, "--plot")
-    w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
+    try:
+        w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
+    except ValueError as e:
+        fail(f"wire: {str(e).splitlines()[0]}")
     if plot is not None:
         wire_figure(w, plot)
     if as_json:

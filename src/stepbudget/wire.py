@@ -301,6 +301,7 @@ def wire_view(
     _require(W > 0, "window_s", window_s, "the counter poll interval must be > 0 seconds")
     _require(k >= 1, "k_converging", k_converging, "the number of converging bursts must be >= 1")
     T = Q / R  # burst at line rate: T = bytes / R, 8.1
+    T = np.minimum(T, np.where(T <= T_step * (1 + 1e-9), T_step, T))  # a burst equal to the step, up to rounding
     _require(T <= T_step, "bytes_per_step", bytes_per_step,
              "takes longer than step_s at line_rate_Bps; raise step_s or line_rate_Bps")
     D = duty_cycle(T, T_step)

@@ -9,6 +9,7 @@ lower bound, all pairs at once, FAST-style schedule.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,6 +102,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     nl_nic = None
     if matrix is not None:
         D = check_traffic_matrix(matrix, S, G, name="--matrix")
+        skew = Skew("measured")
     elif skew.kind == "pairs":
         D = pair_skew_matrix(n, tokens * moe.top_k * model.hidden_size * w, skew.exponent, rng=seed)
     else:
@@ -128,6 +130,10 @@ def load_matrix(path: str) -> np.ndarray:
             return np.load(path, allow_pickle=False)
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        return np.loadtxt(text.splitlines(), delimiter="," if "," in text else None, ndmin=2)
+        if not text.strip():
+            raise ValueError("the file is empty")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.loadtxt(text.splitlines(), delimiter="," if "," in text else None, ndmin=2)
     except (OSError, ValueError) as e:
         raise ScenarioError(f"--matrix: cannot read {path!r} as CSV or .npy ({str(e).splitlines()[0]})") from None

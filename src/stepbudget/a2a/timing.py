@@ -206,7 +206,8 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0) -> f
     remote = links[:, 0] < n  # NIC flows and scale-up flows share no link: simulate them apart
     finish = [fluid_finish_times(sizes[part], links[part], capacities, group_rtol=PLAIN_GROUP_RTOL).max(initial=0.0)
               for part in (remote, ~remote)]
-    return alpha_s + float(max(finish))  # one launch latency: every pair starts at once
+    # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
+    return (alpha_s if remote.any() else 0.0) + float(max(finish))
 
 
 # ---------------------------------------------------------------- FAST

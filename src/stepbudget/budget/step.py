@@ -138,7 +138,8 @@ def estimate(plan: Plan) -> Budget:
     """The analytical step budget of a plan (any array shape)."""
     xs = exchanges(plan)
     comp = _compute_s(plan)
-    exposed, hidden = _exposed(plan, xs, comp)
+    # exchanges hide behind the micro-batches' compute, not behind the optimizer step that waits for them
+    exposed, hidden = _exposed(plan, xs, comp - plan.optimizer_s)
     # the bubble idles a stage for (p-1)/(v m) of everything on its micro-batches' critical path:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
     per_microbatch = comp - plan.optimizer_s + sum(e for x, e in zip(xs, exposed) if x.critical)

@@ -32,7 +32,12 @@ import numpy as np
 from stepbudget.budget.pipeline import SCHEDULE_CODES
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis, Schedule
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
+
+MAX_TASKS = 600_000
+"""Most tasks one step graph may have (about 2 GB and a minute of simulation); larger steps are coarsened
+to one task per chunk pass, or refused."""
 
 _GPIPE, _1F1B, _INTERLEAVED = (SCHEDULE_CODES[s] for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B,
                                                             Schedule.INTERLEAVED_1F1B))
@@ -115,6 +120,14 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     comp = float(budget.compute_s - plan.optimizer_s)
     per_mb = comp / m
     layers_per_chunk = max(1, int(round(float(plan.layers_per_gpu) / v_run)))
+    passes_all = 2 * p * m * v_run
+    if passes_all > MAX_TASKS // 2:
+        raise ScenarioError(
+            f"simulate: {m:,} micro-batches x {p} stages x {v_run} chunks = {passes_all:,} passes is more than the "
+            f"simulator takes ({MAX_TASKS // 2:,}); raise layout.micro_batch or shrink the batch"
+        )
+    if passes_all * layers_per_chunk > MAX_TASKS // 2:
+        layers_per_chunk = 1  # one task per chunk pass: the same times, coarser DP buckets
     share = sc.overlap.comm_sm_share
 
     # exchanges of the budget, per chunk pass: exposed (blocking) and hidden parts of TP/CP/EP
@@ -170,6 +183,11 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
 
     # all-gather buckets before the first forward of each layer (ZeRO-1 after the previous step's update)
     gathers: dict[tuple[int, int, int], int] = {}
+    blocking_gathers = dp_setting != "auto" and float(dp_setting) == 0
+    first_compute = [-1] * p
+    last_gather = [-1] * p
+    pass_start = [-1] * p
+    pass_gather: list[list[int]] = [[] for _ in range(p)]
     for s in range(p):
         if dp["gather"] > 0 and dp_rounds["gather"] <= 1:
             per_bucket = dp["gather"] / (v_run * layers_per_chunk)
@@ -180,7 +198,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                     # collectives on one communicator run in issue order (NCCL), so buckets queue
                     prev = [b.add(transfer(f"DP all-gather s{s} c{c} l{layer}", per_bucket * capacity[L], [L], prev),
                                   "dp", "gather", s)]
-                    gathers[(s, c, layer)] = prev[0]
+                    gathers[(s, c, layer)] = last_gather[s] = prev[0]
 
     # stage s's tasks, in schedule order; cross-stage dependencies need the sender to exist first,
     # so walk the stages' orders together, emitting a pass once what it receives has been emitted
@@ -224,15 +242,30 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                         side.append(b.add(transfer(f"{d.value.upper()} hidden {kind} s{s} m{mb} c{c}", t * capacity[L], [L],
                                                    deps), d.value, "hidden", s))
                 extra = share * sum(hidden.values()) / layers_per_chunk  # SMs the hidden kernels hold
-                last = None
+                if dp_rounds["gather"] > 1 and dp["gather"] > 0:  # resharded: gather again before every pass,
+                    L = stage_link(s, "DP", True)  # prefetched while the previous pass computes (FSDP)
+                    size = dp["gather"] / (dp_rounds["gather"] * v_run) * capacity[L]
+                    ag = b.add(transfer(f"DP all-gather {kind} s{s} m{mb} c{c}", size, [L],
+                                        [t for t in (pass_start[s], *pass_gather[s][-1:]) if t >= 0]),
+                               "dp", "gather", s)
+                    pass_gather[s].append(ag)
+                    deps.append(ag)
+                last, first_in_pass = None, -1
                 for layer in (range(layers_per_chunk) if kind == "F" else reversed(range(layers_per_chunk))):
                     layer_deps = list(deps) if last is None else [last]
                     if kind == "F" and mb == 0 and (s, c, layer) in gathers:
                         layer_deps.append(gathers[(s, c, layer)])
                     dur = (per_mb * frac / v_run) / layers_per_chunk + extra
+                    if kind == "F" and mb == 0 and blocking_gathers and first_compute[s] < 0 and gathers:
+                        layer_deps.append(last_gather[s])  # not overlapped: every bucket before any compute
                     last = b.add(compute(f"{kind} s{s} m{mb} c{c} l{layer}", s, dur, layer_deps), "compute",
                                  "fwd" if kind == "F" else "bwd", s)
                     layer_tasks[(kind, mb, c, layer, s)] = last
+                    if first_compute[s] < 0:
+                        first_compute[s] = last
+                    if first_in_pass < 0:
+                        first_in_pass = last
+                pass_start[s] = first_in_pass  # the next pass's gather is prefetched from here
                 last_compute[s] = last
                 for i in side:  # the hidden exchanges' deadline: the end of the pass they hide behind
                     b.deadline[i] = last

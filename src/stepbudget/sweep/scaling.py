@@ -118,6 +118,10 @@ def _evaluate(base: Scenario, gpus: int, seqs: int, layout: dict) -> ScalePoint:
     notes = [check_schedule(sched, int(plan.pp), f(plan.microbatches), int(plan.v))]
     if not bool(mem.fits):
         notes.append(f"needs {f(mem.total) / 1e9:.0f} GB of {mem.capacity / 1e9:.0f} GB HBM")
+    expert_ranks = int(plan.tp * plan.cp * plan.dp)
+    if int(plan.ep) * int(plan.expert_tp) > expert_ranks or expert_ranks % (int(plan.ep) * int(plan.expert_tp)):
+        notes.append(f"EP {int(plan.ep)} x expert TP {int(plan.expert_tp)} does not divide the {expert_ranks} "
+                     "non-pipeline ranks: lower layout.ep")
     return ScalePoint(
         gpus=gpus,
         layout={"tp": int(plan.tp), "cp": int(plan.cp), "pp": int(plan.pp), "dp": int(plan.dp), "ep": int(plan.ep),

@@ -24,6 +24,22 @@ _REQUIRED = {
 }
 
 
+# optional fields the conversion reads as numbers: (section, field, integer?)
+_NUMBERS = (
+    ("model", "kv_heads", True), ("model", "head_dim", True), ("model", "ffn_hidden", True),
+    ("model", "mtp_depth", True), ("model", "dense_layers", True),
+    ("hardware", "gpus_per_node", True), ("hardware", "nics_per_node", True),
+    ("hardware", "nic_gbps_per_gpu", False), ("hardware", "nvlink_bw_gbps", False),
+    ("layout", "cp", True), ("layout", "ep", True), ("layout", "sp_attention", True),
+    ("layout", "virtual_pipeline_chunks_per_rank", True), ("layout", "micro_batch", True),
+    ("measured", "step_time_s", False), ("measured", "tflops_per_gpu", False),
+    ("measured", "tflops_per_gpu_causal", False), ("measured", "tflops_per_gpu_noncausal", False),
+    ("measured", "mfu_pct", False), ("measured", "mfu_pct_causal", False), ("measured", "mfu_pct_noncausal", False),
+)
+_MOE_NUMBERS = ("num_experts", "top_k", "expert_ffn_hidden", "shared_experts", "node_limit")
+_MAY_BE_ZERO = ("mtp_depth", "dense_layers", "shared_experts")
+
+
 class RunError(ScenarioError):
     """A run in a runs file is malformed: the message names its id and the field."""
 
@@ -81,3 +97,27 @@ def check_run(run: object, index: int) -> None:
         raise RunError(f"run {rid}: hardware.gpu: missing; name the GPU (e.g. 'NVIDIA H100 SXM')")
     if not isinstance(run.get("measured"), dict):
         raise RunError(f"run {rid}: measured: missing; give step_time_s, tflops_per_gpu or mfu_pct")
+    if run.get("source") is not None and not isinstance(run["source"], dict):
+        raise RunError(f"run {rid}: source: expected a mapping (document, locator), got {run['source']!r}")
+    for section, name, integer in _NUMBERS:
+        _number(rid, f"{section}.{name}", run[section].get(name) if isinstance(run.get(section), dict) else None, integer)
+    moe = run["model"].get("moe")
+    if moe is not None:
+        if not isinstance(moe, dict):
+            raise RunError(f"run {rid}: model.moe: expected a mapping (num_experts, top_k, ...), got {moe!r}")
+        for name in _MOE_NUMBERS:
+            _number(rid, f"model.moe.{name}", moe.get(name), True)
+    dp = run["layout"].get("dp")
+    if dp is not None and not isinstance(dp, str):
+        _number(rid, "layout.dp", dp, True)
+
+
+def _number(rid: str, field: str, value: object, integer: bool) -> None:
+    """RunError unless ``value`` is None (not stated) or a positive number (an integer where one is needed)."""
+    if value is None:
+        return
+    kind = int if integer else (int, float)
+    zero_ok = field.rsplit(".", 1)[-1] in _MAY_BE_ZERO
+    if isinstance(value, bool) or not isinstance(value, kind) or not (value >= 0 if zero_ok else value > 0):
+        what = ("a non-negative" if zero_ok else "a positive") + (" integer" if integer else " number")
+        raise RunError(f"run {rid}: {field}: {value!r} is not {what}; give the number (units in the schema) or null")

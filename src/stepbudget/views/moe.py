@@ -49,6 +49,8 @@ def verdict(r: MoEReport) -> list[str]:
     t = r.times
     if r.servers == 1:
         pass  # one server: no scale-out stages to schedule
+    elif t.lower_bound_s <= 0:
+        out.append("the matrix moves no bytes between GPUs: nothing to schedule")
     elif t.speedup > 1.05:
         out.append(f"skew makes the plain all-to-all {t.plain_s / t.lower_bound_s:.1f}x the lower bound; "
                    f"a FAST-style schedule ({t.stages} stages) finishes in {fmt_time(t.scheduled_s)} instead of "
@@ -88,9 +90,10 @@ def alltoall_table(r: MoEReport) -> Table:
     t.add_column(justify="right")
     t.add_column(style="dim")
     s, a = r.stats, r.times
-    t.add_row("busiest pair / median pair", f"{s.pair_max_over_median:.1f}x", "FAST measured > 12x in Megatron MoE")
+    ratio = f"{s.pair_max_over_median:.1f}x" if np.isfinite(s.pair_max_over_median) else "- (median pair is 0)"
+    t.add_row("busiest pair / median pair", ratio, "FAST measured > 12x in Megatron MoE")
     t.add_row("busiest sender / receiver", f"{fmt_bytes(s.busiest_row_bytes)} / {fmt_bytes(s.busiest_col_bytes)}", "")
-    t.add_row("lower bound", fmt_time(a.lower_bound_s), "busiest server line over its NICs")
+    t.add_row("lower bound", fmt_time(a.lower_bound_s), "busiest server line over its NICs, or scale-up if slower")
     t.add_row("plain all-to-all", fmt_time(a.plain_s), "all pairs at once, max-min shared (incast at hot receivers)")
     t.add_row("FAST-style schedule", fmt_time(a.scheduled_s),
               f"{a.stages} one-to-one stages, computed in {a.schedule_seconds * 1e6:.0f} us")
