@@ -91,7 +91,8 @@ def _order(schedule: int, p: int, s: int, m: int, v: int) -> list[tuple[str, int
             c = (k % (p * v)) // p
             return (k // (p * v)) * p + k % p, (c if forward else v - 1 - c)
         total = m * v
-        warmup = min((p - s - 1) * 2 + (v - 1) * p, total)
+        # Megatron: with as many micro-batches as stages, every rank runs all its forwards first
+        warmup = total if m == p else min((p - s - 1) * 2 + (v - 1) * p, total)
     else:
         def chunk(k: int, forward: bool) -> tuple[int, int]:
             return k, 0
