@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import stepbudget as sb
 from stepbudget.inputs.hardware import Kernels
-from stepbudget.plan.operators import ATTENTION_BWD_RATIO, gemm, head_ops, layer_ops, layer_times, memory_op, optimizer_s
+from stepbudget.plan.operators import ATTENTION_BWD_RATIO, gemm, head_ops, layer_ops, layer_times, optimizer_s
 
 K = Kernels(gemm=0.8, gemm_fp8=0.7, gemm_half_dim=64, attention_fwd=0.6, attention_bwd=0.5, attention_half_seq=256,
             hbm=0.9, kernel_overhead_s=5e-6)

@@ -33,7 +33,7 @@ from stepbudget.budget.pipeline import SCHEDULE_CODES
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis, Schedule
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
+from stepbudget.sim.graph import Task, TaskGraph, compute, join, transfer
 
 MAX_TASKS = 600_000
 """Most tasks one step graph may have (about 2 GB and a minute of simulation); larger steps are coarsened

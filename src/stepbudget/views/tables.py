@@ -88,7 +88,7 @@ def summary_table(budget: Budget) -> Table:
     rate_note = (
         "measured whole-step rate: bubble and critical-path exchanges inside it"
         if budget.bubble_in_rate else "stated kernel rate: bubble and exposed exchanges added"
-        if p_rate_stated(budget) else "operator model (per-operator roofline): bubble and exposed exchanges added"
+        if budget.plan.rate_source == "stated" else "operator model (per-operator roofline): bubble and exposed exchanges added"
     )
     t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
     t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
@@ -102,10 +102,6 @@ def summary_table(budget: Budget) -> Table:
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
     return t
-
-
-def p_rate_stated(budget: Budget) -> bool:
-    return budget.plan.rate_source == "stated"
 
 
 def operators_table(budget: Budget) -> Table:

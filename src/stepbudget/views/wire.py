@@ -48,7 +48,7 @@ def _flows(budget: Budget) -> int:
 def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
             switch_buffer_bytes: float = 64e6) -> Wire:
     """One NIC of ``budget``'s job over ``steps`` steps: a line-rate burst per step, then idle."""
-    p, sc = budget.plan, budget.plan.scenario
+    sc = budget.plan.scenario
     cl = sc.cluster
     per_nic = float(budget.link_bytes()["nic"]) * cl.gpus_per_node / cl.nics_per_node  # the NIC carries its GPUs' share
     step = float(budget.step_s)
