@@ -36,7 +36,7 @@ from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import Task, TaskGraph, compute, join, transfer
 
 MAX_TASKS = 600_000
-"""Most tasks one step graph may have (about 2 GB and a minute of simulation); larger steps are coarsened
+"""Most tasks one step graph may have (about 30 s and 1 GB of simulation); larger steps are coarsened
 to one task per chunk pass, or refused."""
 
 _GPIPE, _1F1B, _INTERLEAVED = (SCHEDULE_CODES[s] for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B,
@@ -121,13 +121,13 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     comp = float(budget.compute_s - plan.optimizer_s)
     per_mb = comp / m
     layers_per_chunk = max(1, int(round(float(plan.layers_per_gpu) / v_run)))
-    passes_all = 2 * p * m * v_run
-    if passes_all > MAX_TASKS // 2:
+    passes_all = 2 * p * m * v_run  # each pass: its layers, an exchange, a send (and a join): layers + 3 tasks
+    if passes_all * 4 > MAX_TASKS:
         raise ScenarioError(
-            f"simulate: {m:,} micro-batches x {p} stages x {v_run} chunks = {passes_all:,} passes is more than the "
-            f"simulator takes ({MAX_TASKS // 2:,}); raise layout.micro_batch or shrink the batch"
+            f"simulate: {m:,} micro-batches x {p} stages x {v_run} chunks x forward and backward = {passes_all:,} "
+            f"passes is more than the simulator takes ({MAX_TASKS // 4:,}); raise layout.micro_batch or shrink the batch"
         )
-    if passes_all * layers_per_chunk > MAX_TASKS // 2:
+    if passes_all * (layers_per_chunk + 3) > MAX_TASKS:
         layers_per_chunk = 1  # one task per chunk pass: the same times, coarser DP buckets
     share = sc.overlap.comm_sm_share
 
