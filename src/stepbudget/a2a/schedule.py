@@ -274,7 +274,7 @@ def _bvn_python(R: list, lam: int, bottleneck: bool) -> list:
 def _bvn_heavy(R: list, lam: int) -> list:
     """Greedy BvN with min-sum-of-reciprocals matchings (scipy linear_sum_assignment, or compiled)."""
     n = len(R)
-    if _compiled.AVAILABLE and n <= _LIST_ROWS:  # the whole loop compiled: no per-stage Python
+    if _compiled.AVAILABLE:  # the whole loop compiled: no per-stage Python
         perms, weights = _compiled.heavy_stages(np.array(R, dtype=np.int64), lam)
         return list(zip(perms.tolist(), weights.tolist()))
     A = np.array(R, dtype=np.int64)
@@ -292,8 +292,6 @@ def _bvn_heavy(R: list, lam: int) -> list:
                 left = R[i][j] - w
                 R[i][j] = left
                 cost[i, j] = 1.0 / left if left else np.inf
-        elif _compiled.AVAILABLE:  # same stages, compiled bookkeeping between scipy calls
-            w = int(_compiled.heavy_update(A, cost, perm))
         else:  # same stages, numpy bookkeeping
             picked = A[rows, perm]
             w = int(picked.min())  # stage weight = lightest matched entry (formulas.md 7.3 step 4)
