@@ -31,8 +31,9 @@ def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
 
     import stepbudget as sb
     from stepbudget.budget.memory import memory_per_gpu
-    from stepbudget.sweep.search import scenario_for, search
+    from stepbudget.sweep.search import layout_row, scenario_for, search
     from stepbudget.sweep.space import layout_space
+    from stepbudget.sweep.store import CODE_NAMES
 
     sc = sb.load(preset, sets)
     search(sc, gpus=gpus, top=1, chunk=1 << 12)  # warm-up: imports, first-call costs
@@ -55,11 +56,7 @@ def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
     rng = np.random.default_rng(0)
     cols = next(c for _, c, _ in space.chunks(1 << 22))  # the first valid layouts (space order)
     picks = rng.choice(len(cols["tp"]), min(SCALAR_SAMPLE, len(cols["tp"])), replace=False)
-    names = {"schedule": ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "dualpipe"),
-             "dp_kind": ("ddp", "zero1", "zero2", "zero3", "fsdp"), "recompute": ("none", "selective", "full"),
-             "cp_kind": ("all-gather", "ring")}
-    rows = [{k: (names[k][int(v[i])] if k in names else bool(v[i]) if k in ("reshard_after_forward", "sequence_parallel")
-                 else int(v[i])) for k, v in cols.items()} for i in picks]
+    rows = [layout_row(cols, {}, i) for i in picks]
     t0 = time.perf_counter()
     for row in rows:
         plan = sb.derive(scenario_for(base, row, result.gpus))
@@ -67,7 +64,7 @@ def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
     scalar_per_layout = (time.perf_counter() - t0) / len(rows)
     t0 = time.perf_counter()
     for row in rows:  # without validation: the evaluation alone
-        plan = sb.derive(base, {k: np.asarray(v) for k, v in row.items() if k not in names} | {k: row[k] for k in names})
+        plan = sb.derive(base, {k: np.asarray(v) for k, v in row.items() if k not in CODE_NAMES} | {k: row[k] for k in CODE_NAMES})
         sb.estimate(plan), memory_per_gpu(plan)
     scalar_eval_only = (time.perf_counter() - t0) / len(rows)
     return {

@@ -7,7 +7,7 @@ import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Iterable, Optional
 
 import typer
 import yaml
@@ -57,17 +57,22 @@ def _print_json(obj: object) -> None:
     print(json.dumps(_finite(obj), indent=2, allow_nan=False))
 
 
-def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
-    sc = _load(scenario, sets)
-    b = estimate(derive(sc))
+def _emit(as_json: bool, document: Callable[[], object], shown: Callable[[], Iterable], wrote: Iterable = ()) -> None:
+    """Print the JSON document, or what ``shown`` lists (tables, lines) and then each file written."""
     if as_json:
-        _print_json(budget_dict(b))
+        _print_json(document())
         return
-    console.print(summary_table(b))
-    console.print(exchanges_table(b))
-    if b.plan.operators:
-        console.print(operators_table(b))
-    console.print(roofline_table(b))
+    for item in shown():
+        console.print(item)
+    for path in wrote:
+        if path is not None:
+            console.print(f"wrote {path}")
+
+
+def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
+    b = estimate(derive(_load(scenario, sets)))
+    _emit(as_json, lambda: budget_dict(b), lambda: [
+        summary_table(b), exchanges_table(b), *([operators_table(b)] if b.plan.operators else []), roofline_table(b)])
 
 
 @app.callback(invoke_without_command=True)
@@ -102,10 +107,7 @@ def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json:
 def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
     mem = memory_per_gpu(derive(_load(scenario, sets)))
-    if as_json:
-        _print_json(memory_dict(mem))
-        return
-    console.print(memory_table(mem))
+    _emit(as_json, lambda: memory_dict(mem), lambda: [memory_table(mem)])
 
 
 @app.command()
@@ -126,8 +128,7 @@ def search(
         fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
     if top < 1:
         fail(f"--top: {top} layouts cannot be printed; give 1 or more")
-    if out is not None:
-        _check_out(out, (".parquet",), "--out")
+    _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
             result = run_search(sc, gpus=gpus, top=top, out=out, progress=bar)
@@ -136,17 +137,9 @@ def search(
         raise typer.Exit(130) from None
     except ScenarioError as e:
         fail(str(e))
-    if as_json:
-        _print_json(search_dict(result))
-        return
-    for line in summary_lines(result):
-        console.print(line)
-    console.print(top_table(result))
-    console.print("[bold]Why the winner wins[/bold]")
-    for line in why_lines(result):
-        console.print(f"  {line}")
-    if out:
-        console.print(f"wrote {result.written:,} layouts to {out}")
+    _emit(as_json, lambda: search_dict(result), lambda: [
+        *summary_lines(result), top_table(result), "[bold]Why the winner wins[/bold]",
+        *(f"  {line}" for line in why_lines(result)), *([f"wrote {result.written:,} layouts to {out}"] if out else [])])
 
 
 @app.command()
@@ -166,8 +159,7 @@ def scale(
     from stepbudget.views.scaling import scale_dict, scale_table
 
     sc = _load(scenario, sets)
-    if plot is not None:
-        _check_out(plot, FORMATS, "--plot")
+    _check_out(plot, FORMATS, "--plot")
     try:
         sizes = parse_gpus(gpus or str(sc.cluster.gpus))
         curve = run_scale(sc, sizes, weak=weak, research=research)
@@ -177,12 +169,7 @@ def scale(
         from stepbudget.views.figures import scale_figure
 
         scale_figure(curve, plot)
-    if as_json:
-        _print_json(scale_dict(curve))
-    else:
-        console.print(scale_table(curve))
-        if plot is not None:
-            console.print(f"wrote {plot}")
+    _emit(as_json, lambda: scale_dict(curve), lambda: [scale_table(curve)], [plot])
 
 
 @app.command()
@@ -210,11 +197,7 @@ def whatif(
         result = run_whatif(scenario, list(sets or []), variants)
     except (ScenarioError, UnitError) as e:
         fail(str(e))
-    if as_json:
-        _print_json(whatif_dict(result))
-        return
-    console.print(whatif_table(result))
-    console.print(traffic_table(result))
+    _emit(as_json, lambda: whatif_dict(result), lambda: [whatif_table(result), traffic_table(result)])
 
 
 @app.command()
@@ -228,26 +211,18 @@ def validate(
     from stepbudget.views.figures import FORMATS
     from stepbudget.views.validation import figure_5_5, runs_table, skipped_lines, summary_table, validation_dict
 
-    if plot is not None:
-        _check_out(plot, FORMATS, "--plot")
+    _check_out(plot, FORMATS, "--plot")
     try:
         rows, summaries = run_validate(runs)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
         figure_5_5(rows, plot)
-    if as_json:
-        _print_json(validation_dict(rows, summaries))
-        return
-    console.print(runs_table(rows))
-    console.print(summary_table(summaries))
     skipped = skipped_lines(rows)
-    if skipped:
-        console.print(f"[bold]Not predicted ({len(skipped)})[/bold]")
-        for line in skipped:
-            console.print(f"  {line}")
-    if plot is not None:
-        console.print(f"wrote {plot}")
+    _emit(as_json, lambda: validation_dict(rows, summaries), lambda: [
+        runs_table(rows), summary_table(summaries),
+        *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []), *(f"  {line}" for line in skipped)],
+        [plot])
 
 
 @app.command()
@@ -273,10 +248,8 @@ def simulate(
                                              tail_growth, tails_table, write_trace)
 
     sc = _load(scenario, sets)
-    if trace is not None:
-        _check_out(trace, (".json",), "--trace")
-    if plot is not None:
-        _check_out(plot, FORMATS, "--plot")
+    _check_out(trace, (".json",), "--trace")
+    _check_out(plot, FORMATS, "--plot")
     for name, value in (("--jitter", jitter), ("--link-jitter", link_jitter)):
         if not 0 <= value < 10:
             fail(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
@@ -292,8 +265,6 @@ def simulate(
     if not (0 <= p_strag <= 1 and 1 <= slowdown <= 1000):
         fail(f"--straggler: {straggler!r} needs 0 <= P <= 1 and 1 <= SLOWDOWN <= 1000, e.g. 0.01x1.5")
     budget = sim_budget(sc)
-    if budget.plan.shape:
-        fail("simulate: give one layout, not a sweep")
     result = simulate_step(budget, contention=not no_contention, link_rate=link_rate)
     jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
     mc = tails = None
@@ -305,18 +276,9 @@ def simulate(
         write_trace(result, trace)
     if plot is not None:
         step_figure(result, plot)
-    if as_json:
-        _print_json(simulate_dict(result, mc, tails))
-        return
-    console.print(simulate_table(result))
-    if result.deadline_misses:
-        console.print(misses_table(result))
-    console.print(links_table(result))
-    if mc is not None:
-        console.print(tails_table(tails, steps))
-    for path in (trace, plot):
-        if path is not None:
-            console.print(f"wrote {path}")
+    _emit(as_json, lambda: simulate_dict(result, mc, tails), lambda: [
+        simulate_table(result), *([misses_table(result)] if result.deadline_misses else []), links_table(result),
+        *([tails_table(tails, steps)] if mc is not None else [])], [trace, plot])
 
 
 @app.command()
@@ -342,20 +304,14 @@ def wire(
         fail(f"--window / --switch-buffer: {e}")
     if window_s <= 0 or steps < 1 or converging < 1:
         fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
-    if plot is not None:
-        _check_out(plot, FORMATS, "--plot")
+    _check_out(plot, FORMATS, "--plot")
     try:
         w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
     except ValueError as e:
         fail(f"wire: {str(e).splitlines()[0]}")
     if plot is not None:
         wire_figure(w, plot)
-    if as_json:
-        _print_json(wire_dict(w))
-        return
-    console.print(wire_table(w))
-    if plot is not None:
-        console.print(f"wrote {plot}")
+    _emit(as_json, lambda: wire_dict(w), lambda: [wire_table(w)], [plot])
 
 
 @app.command()
@@ -376,8 +332,7 @@ def moe(
     from stepbudget.views.moe import alltoall_table, heatmap, moe_dict, ratio_table, verdict
 
     sc = _load(scenario, sets)
-    if plot is not None:
-        _check_out(plot, FORMATS, "--plot")
+    _check_out(plot, FORMATS, "--plot")
     for name, value in (("--servers", servers), ("--gpus-per-server", gpus_per_server)):
         if value is not None and value < 1:
             fail(f"{name}: {value} must be a positive integer")
@@ -388,20 +343,15 @@ def moe(
         fail(str(e).splitlines()[0])
     if plot is not None:
         heatmap(report, plot)
-    if as_json:
-        _print_json(moe_dict(report))
+    _emit(as_json, lambda: moe_dict(report), lambda: [
+        ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
+        *(f"  {line}" for line in verdict(report))], [plot])
+
+
+def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
+    """One-line error unless ``path`` (if given) has one of ``suffixes`` and its folder exists."""
+    if path is None:
         return
-    console.print(ratio_table(report))
-    console.print(alltoall_table(report))
-    console.print("[bold]What it means[/bold]")
-    for line in verdict(report):
-        console.print(f"  {line}")
-    if plot is not None:
-        console.print(f"wrote {plot}")
-
-
-def _check_out(path: str, suffixes: tuple[str, ...], option: str) -> None:
-    """One-line error unless ``path`` has one of ``suffixes`` and its folder exists."""
     if Path(path).suffix not in suffixes:
         fail(f"{option}: {path!r} needs one of the extensions {', '.join(suffixes)}; rename it")
     folder = Path(path).resolve().parent

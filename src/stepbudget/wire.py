@@ -301,9 +301,9 @@ def wire_view(
     _require(W > 0, "window_s", window_s, "the counter poll interval must be > 0 seconds")
     _require(k >= 1, "k_converging", k_converging, "the number of converging bursts must be >= 1")
     T = Q / R  # burst at line rate: T = bytes / R, 8.1
-    T = np.minimum(T, np.where(T <= T_step * (1 + 1e-9), T_step, T))  # a burst equal to the step, up to rounding
-    _require(T <= T_step, "bytes_per_step", bytes_per_step,
+    _require(T <= T_step * (1 + 1e-9), "bytes_per_step", bytes_per_step,  # equal to the step, up to rounding
              "takes longer than step_s at line_rate_Bps; raise step_s or line_rate_Bps")
+    T = np.minimum(T, T_step)
     D = duty_cycle(T, T_step)
     counter_min, counter_max = counter_bounds(T_step, T, R, W)
     buffer = buffer_for_bursts(k, T, R)

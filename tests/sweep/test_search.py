@@ -17,7 +17,7 @@ from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.calibrate import kernel_scenario
 from stepbudget.sweep.search import KNOBS, METRICS, SearchError, scenario_for, search
 from stepbudget.sweep.space import COLUMNS, layout_space
-from stepbudget.sweep.store import _NAMES
+from stepbudget.sweep.store import CODE_NAMES
 
 runner = CliRunner()
 REL = 1e-9
@@ -152,8 +152,8 @@ def test_best_beats_random_rows_of_the_space(hpn64):
     picks = np.random.default_rng(7).choice(np.flatnonzero(fit), size=30, replace=False)
     for i in picks:
         row = dict(zip(COLUMNS, (int(x) for x in rows[i])))
-        for k in _NAMES:
-            row[k] = _NAMES[k][row[k]]
+        for k in CODE_NAMES:
+            row[k] = CODE_NAMES[k][row[k]]
         plan = sb.derive(scenario_for(hpn64.scenario, row, 64))
         assert memory_per_gpu(plan).fits
         assert hpn64.top[0]["step_s"] <= float(sb.estimate(plan).step_s) * (1 + REL)
@@ -281,8 +281,8 @@ def test_out_writes_every_evaluated_layout(tmp_path):
     assert set(table.column_names) == set(COLUMNS) | set(METRICS) | {"fits"}
     cols = table.to_pydict()
     assert sum(cols["fits"]) == d["feasible"]
-    for k in _NAMES:
-        assert set(cols[k]) <= set(_NAMES[k]), k
+    for k in CODE_NAMES:
+        assert set(cols[k]) <= set(CODE_NAMES[k]), k
     steps = np.array(cols["step_s"])[np.array(cols["fits"])]
     assert steps.min() == pytest.approx(d["top"][0]["budget"]["step_s"], rel=REL)
     mem = np.array(cols["memory_bytes"])

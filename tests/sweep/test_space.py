@@ -14,7 +14,7 @@ from stepbudget.plan.derive import CP_KIND_CODES
 from stepbudget.plan.memory import DP_KIND_CODES
 from stepbudget.sweep.search import scenario_for
 from stepbudget.sweep.space import COLUMNS, layout_space
-from stepbudget.sweep.store import _NAMES
+from stepbudget.sweep.store import CODE_NAMES
 
 CASES = [("hpn-gpt3-175b", 64), ("megascale-moe-352b", 64)]
 
@@ -42,8 +42,8 @@ def space_rows(request):
 
 def as_dict(row):
     d = dict(zip(COLUMNS, (int(x) for x in row)))
-    for k in _NAMES:
-        d[k] = _NAMES[k][d[k]]
+    for k in CODE_NAMES:
+        d[k] = CODE_NAMES[k][d[k]]
     d["reshard_after_forward"] = bool(d["reshard_after_forward"])
     d["sequence_parallel"] = bool(d["sequence_parallel"])
     return d
@@ -109,7 +109,7 @@ def test_hand_picked_layouts_are_in_the_space():
     space = layout_space(sc, 64)
     rows, _, _ = collect(space, 1 << 17)
     present = {tuple(r) for r in rows.tolist()}
-    code = lambda k, v: _NAMES[k].index(v)  # noqa: E731
+    code = lambda k, v: CODE_NAMES[k].index(v)  # noqa: E731
     wanted = [
         # tp cp pp dp ep etp schedule v | mb dp_kind reshard recompute sp cp_kind
         (8, 1, 8, 1, 1, 8, code("schedule", "1f1b"), 1, 1, code("dp_kind", "ddp"), 1, code("recompute", "none"), 1,

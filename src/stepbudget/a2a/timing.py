@@ -138,6 +138,13 @@ def _alpha(alpha_s) -> float:
     return float(alpha_s)
 
 
+def _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0):
+    """The common door of the timing functions: checked matrix, S, G, rates and latency."""
+    D = check_traffic_matrix(D, servers, gpus_per_server)
+    B_out, B_up = _rates(B_out, B_up)
+    return D, int(servers), int(gpus_per_server), B_out, B_up, _alpha(alpha_s)
+
+
 def _tiles(D: np.ndarray, S: int, G: int) -> np.ndarray:
     """(S, S, G, G) view: bytes from GPU i of server u to GPU j of server v."""
     return D.reshape(S, G, S, G).transpose(0, 2, 1, 3)
@@ -160,9 +167,7 @@ def lower_bound_s(D, servers, gpus_per_server, B_out, B_up) -> float:
     scale-up port of the intra-server traffic. Their max, not their sum: a schedule may overlap
     them (FAST overlaps the intrinsic all-to-all with stage 0).
     """
-    D = check_traffic_matrix(D, servers, gpus_per_server)
-    S, G = int(servers), int(gpus_per_server)
-    B_out, B_up = _rates(B_out, B_up)
+    D, S, G, B_out, B_up, _ = _inputs(D, servers, gpus_per_server, B_out, B_up)
     M = D.reshape(S, G, S, G).sum(axis=(1, 3)) * ~np.eye(S, dtype=bool)
     busiest = max(M.sum(axis=1).max(), M.sum(axis=0).max())
     out_s = busiest / (G * B_out)  # max line sum / (g * B_out) (formulas.md 7.3 step 2)
@@ -194,10 +199,7 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0) -> f
     Every GPU pair is one fluid flow under max-min fair sharing of the NICs (B_out) and scale-up
     ports (B_up), re-shared as flows end (:func:`fluid_finish_times`); plus one ``alpha_s``.
     """
-    D = check_traffic_matrix(D, servers, gpus_per_server)
-    S, G = int(servers), int(gpus_per_server)
-    B_out, B_up = _rates(B_out, B_up)
-    alpha_s = _alpha(alpha_s)
+    D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     sizes, links = _alltoall_flows(D, S, G)
     if sizes.size == 0:
         return 0.0
@@ -251,6 +253,13 @@ class FastTimes:
     """balance + max(inter_0, intrinsic) + sum_k max(dispatch_{k-1}, inter_k) + dispatch_{K-1}."""
     schedule: Schedule
     """The schedule these times belong to."""
+
+
+def _unit_bytes(D: np.ndarray, S: int, G: int, alpha_s: float, B_out: float, unit_bytes: int | None) -> int:
+    """``unit_bytes`` as given, or :func:`choose_unit_bytes` for the intra-balanced server matrix."""
+    if unit_bytes is not None:
+        return unit_bytes
+    return choose_unit_bytes(balance_intra_server(D, S, G).server_matrix, alpha_s, B_out)
 
 
 def _holdings(D: np.ndarray, sched: Schedule, S: int, G: int) -> np.ndarray:
@@ -307,14 +316,9 @@ def fast_alltoall_times(
     ``unit_bytes=None`` picks the unit with :func:`choose_unit_bytes` (1 byte when alpha is 0).
     Pass a precomputed ``schedule`` to skip scheduling. Scale-up steps are charged bandwidth only.
     """
-    D = check_traffic_matrix(D, servers, gpus_per_server)
-    S, G = int(servers), int(gpus_per_server)
-    B_out, B_up = _rates(B_out, B_up)
-    alpha_s = _alpha(alpha_s)
+    D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     if schedule is None:
-        if unit_bytes is None:
-            tau = balance_intra_server(D, S, G).server_matrix
-            unit_bytes = choose_unit_bytes(tau, alpha_s, B_out)
+        unit_bytes = _unit_bytes(D, S, G, alpha_s, B_out, unit_bytes)
         schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
     moved = np.maximum(schedule.balanced.scale_up_send_bytes, schedule.balanced.scale_up_recv_bytes)
     balance_s = float(moved.max(initial=0)) / B_up
@@ -372,13 +376,8 @@ def alltoall_times(
     unit_bytes: int | None = None,
 ) -> AllToAllTimes:
     """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster."""
-    D = check_traffic_matrix(D, servers, gpus_per_server)
-    S, G = int(servers), int(gpus_per_server)
-    B_out, B_up = _rates(B_out, B_up)
-    alpha_s = _alpha(alpha_s)
-    if unit_bytes is None:
-        tau = balance_intra_server(D, S, G).server_matrix
-        unit_bytes = choose_unit_bytes(tau, alpha_s, B_out)
+    D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
+    unit_bytes = _unit_bytes(D, S, G, alpha_s, B_out, unit_bytes)
     if not _WARM:  # the first call in a process loads (or compiles) the compiled loop: time a warm call
         fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
         _WARM.append(True)

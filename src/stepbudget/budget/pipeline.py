@@ -34,6 +34,7 @@ import numpy as np
 from stepbudget.enums import Schedule
 
 __all__ = [
+    "SCHEDULE_BY_CODE",
     "SCHEDULE_CODES",
     "SCHEDULE_REASONS",
     "BACKWARD_RATIO",
@@ -65,7 +66,7 @@ _INTERLEAVED = SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B]
 _ZB_H1 = SCHEDULE_CODES[Schedule.ZB_H1]
 _ZB_H2 = SCHEDULE_CODES[Schedule.ZB_H2]
 _DUALPIPE = SCHEDULE_CODES[Schedule.DUALPIPE]
-_CODE_TO_SCHEDULE = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
+SCHEDULE_BY_CODE: dict[int, Schedule] = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
 
 BACKWARD_RATIO = 2.0
 """Default ``t_b / t_f``: backward is twice forward (two matmuls per forward matmul), Narayanan21 §2.2."""
@@ -251,5 +252,5 @@ def check_schedule(schedule, p, m, v) -> str | None:
     reason = int(schedule_reason(schedule, p, m, v))
     if reason == 0:
         return None
-    name = _CODE_TO_SCHEDULE[int(schedule_code(schedule))]
+    name = SCHEDULE_BY_CODE[int(schedule_code(schedule))]
     return SCHEDULE_REASONS[reason].format(schedule=name, p=p, m=m, v=v, need=2 * p - 1)

@@ -138,7 +138,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     if cl.achieved_flops or cl.achieved_fraction:
         rate, source = cl.achieved_flops or cl.achieved_fraction * peak, "stated"
     else:
-        ops, compute, opt_s = _operator_compute(scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, seqs / (dp * mb))
+        ops, compute, opt_s = _operator_compute(scenario, counts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, seqs / (dp * mb))
         rate, source = hw_flops / compute, "operators"
 
     g = cl.gpus_per_node
@@ -198,7 +198,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     )
 
 
-def _operator_compute(sc: Scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, microbatches):
+def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, microbatches):
     """Compute seconds per step from the operator model: layers x micro-batches, the output layer, the optimizer."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = cl.gpu.kernels
@@ -222,7 +222,6 @@ def _operator_compute(sc: Scenario, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, m
     last = (per_stage - l_) * layer_s + head_fwd + head_bwd
     single = (model.num_layers + model.mtp_layers) * layer_s + head_fwd + head_bwd
     per_microbatch = np.where(pp == 1, single, np.maximum(others, last))
-    counts = model_counts(model)
     dense = (counts.params_total - counts.params_routed_experts) / (tp * pp)
     experts = counts.params_routed_experts / (ep * etp * pp)
     sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard

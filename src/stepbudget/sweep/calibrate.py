@@ -24,8 +24,8 @@ def kernel_scenario(sc: Scenario) -> tuple[Scenario, float | None]:
     """``sc`` with a kernel-scope rate, and that rate if it had to be calibrated (else None)."""
     if sc.cluster.rate_scope == RateScope.KERNEL:
         return sc, None
-    measured = float(estimate(derive(sc)).step_s)
-    step_rate = float(derive(sc).flops_rate)
+    plan = derive(sc)
+    measured, step_rate = float(estimate(plan).step_s), float(plan.flops_rate)
     lo, hi = step_rate, step_rate
     while float(estimate(derive(_with_rate(sc, hi))).step_s) > measured:  # kernel rate >= step rate
         hi *= 2

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.memory import memory_per_gpu
-from stepbudget.budget.pipeline import SCHEDULE_CODES, check_schedule
+from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
 from stepbudget.budget.step import estimate
 from stepbudget.enums import Axis
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import kernel_scenario
-
-_CODE_TO_SCHEDULE = {code: name for name, code in SCHEDULE_CODES.items()}
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def _evaluate(base: Scenario, gpus: int, seqs: int, layout: dict) -> ScalePoint:
     mem = memory_per_gpu(plan)
     dims = b.by_dim("time_s")
     f = lambda x: float(np.asarray(x))  # noqa: E731
-    sched = _CODE_TO_SCHEDULE[int(plan.schedule)]
+    sched = SCHEDULE_BY_CODE[int(plan.schedule)]
     notes = [check_schedule(sched, int(plan.pp), f(plan.microbatches), int(plan.v))]
     if not bool(mem.fits):
         notes.append(f"needs {f(mem.total) / 1e9:.0f} GB of {mem.capacity / 1e9:.0f} GB HBM")

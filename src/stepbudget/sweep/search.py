@@ -21,7 +21,7 @@ from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import kernel_scenario
 from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, layout_space
-from stepbudget.sweep.store import ParquetSink, _NAMES
+from stepbudget.sweep.store import ParquetSink, CODE_NAMES
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
 """Layout knobs the search reports a best layout for, value by value."""
@@ -63,11 +63,12 @@ class SearchResult:
     """Rows written to Parquet."""
 
 
-def _row(cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray], i: int) -> dict:
+def layout_row(cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray], i: int) -> dict:
+    """Layout ``i`` of a chunk as plain values (names for coded knobs), with its metrics."""
     out = {}
     for k, v in cols.items():
         x = int(v[i])
-        out[k] = _NAMES[k][x] if k in _NAMES else bool(x) if k in ("reshard_after_forward", "sequence_parallel") else x
+        out[k] = CODE_NAMES[k][x] if k in CODE_NAMES else bool(x) if k in ("reshard_after_forward", "sequence_parallel") else x
     return out | {k: float(v[i]) for k, v in metrics.items()}
 
 
@@ -159,18 +160,18 @@ def search(
                 dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
                 j = int(np.argmin(m["memory_bytes"]))
                 if smallest is None or m["memory_bytes"][j] < smallest["memory_bytes"]:
-                    smallest = _row(cols, m, j)
+                    smallest = layout_row(cols, m, j)
                 step = np.where(fits, m["step_s"] + TIE_S_PER_BYTE * m["memory_bytes"], np.inf)
                 k = min(top, n)
                 for i in np.argpartition(step, k - 1)[:k]:
                     if fits[i]:
-                        tops.append(_row(cols, m, i))
+                        tops.append(layout_row(cols, m, i))
                 for knob in KNOBS:
                     for value in knob_values[knob]:
                         masked = np.where(cols[knob] == value, step, np.inf)
                         i = int(np.argmin(masked))
                         if np.isfinite(masked[i]):
-                            row = _row(cols, m, i)
+                            row = layout_row(cols, m, i)
                             name = row[knob]
                             if name not in best_by[knob] or _rank(row) < _rank(best_by[knob][name]):
                                 best_by[knob][name] = row

@@ -18,7 +18,7 @@ from stepbudget.plan.derive import CP_KIND_CODES
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
 # coded columns are written as dictionary-encoded strings: readable in any Parquet reader
-_NAMES = {
+CODE_NAMES = {
     "schedule": [str(k) for k in SCHEDULE_CODES],
     "dp_kind": [str(k) for k in DP_KIND_CODES],
     "recompute": [str(k) for k in RECOMPUTE_CODES],
@@ -47,9 +47,9 @@ class ParquetSink:
 
         arrays = {}
         for name, values in columns.items():
-            if name in _NAMES:
+            if name in CODE_NAMES:
                 arrays[name] = pa.DictionaryArray.from_arrays(
-                    pa.array(values.astype(np.int32)), pa.array(_NAMES[name])
+                    pa.array(values.astype(np.int32)), pa.array(CODE_NAMES[name])
                 )
             elif name in _BOOLS:
                 arrays[name] = pa.array(values.astype(bool))
