@@ -134,3 +134,23 @@ def test_cp_all_gather_of_kv():
     kv = 2 * 131072 * (8 * 128 / 8) * 2  # K and V, 8 KV heads of 128 split over TP 8, BF16
     assert float(ag.message_bytes) == pytest.approx(kv)
     assert float(ag.calls) == pytest.approx(126 / 16 * float(b.plan.microbatches))  # one per layer pass
+
+
+def test_hidden_communication_slows_the_operator_model_compute_by_the_measured_share():
+    from stepbudget.plan.derive import OVERLAP_SM_SHARE
+    # Lee et al. 2025: compute beside collectives runs 18.9 % slower on average
+    assert OVERLAP_SM_SHARE / (1 - OVERLAP_SM_SHARE) == pytest.approx(0.189)
+    b = one("megascale-175b")
+    assert b.plan.rate_source == "operators" and b.plan.comm_sm_share == OVERLAP_SM_SHARE
+    hidden = float(b.comm_s - b.exposed_comm_s)
+    assert hidden > 0
+    assert float(b.contention_s) == pytest.approx(OVERLAP_SM_SHARE * hidden)
+    none = one("megascale-175b", "overlap.comm_sm_share=0")
+    assert float(b.step_s - none.step_s) == pytest.approx(float(b.contention_s))
+
+
+def test_a_stated_rate_already_contains_its_own_overlap():
+    b = one("llama3-405b", *KERNEL)
+    assert b.plan.rate_source == "stated" and b.plan.comm_sm_share == 0.0
+    assert float(b.contention_s) == 0.0
+    assert one("llama3-405b", *KERNEL, "overlap.comm_sm_share=0.1").plan.comm_sm_share == 0.1

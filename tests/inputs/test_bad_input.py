@@ -37,6 +37,7 @@ CASES = [
     (("--set", "layoutpp"), ["--set", "section.field=value"]),
     (("--set", "batch.global_batch_tokens=16777000"), ["batch.global_batch_tokens", "seq_len"]),
     (("--set", "cluster.gpu=tpu9"), ["cluster.gpu", "h100-sxm"]),
+    (("--set", "overlap.comm_sm_share=1.5"), ["overlap.comm_sm_share", "[0, 1)"]),
 ]
 
 

@@ -41,7 +41,7 @@ class Budget:
     """True when the achieved rate is a whole-step average that already contains the bubble."""
     step_s: np.ndarray
     contention_s: np.ndarray
-    """Compute time lost to the SMs that overlapped communication kernels hold (overlap.comm_sm_share)."""
+    """Compute time lost to the SMs that overlapped communication kernels hold (plan.comm_sm_share)."""
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
@@ -147,7 +147,7 @@ def estimate(plan: Plan) -> Budget:
     in_rate = plan.rate_scope == RateScope.STEP
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
-    contention = plan.scenario.overlap.comm_sm_share * hidden
+    contention = plan.comm_sm_share * hidden
     if in_rate:
         # the measured rate already contains the bubble, the critical-path exchanges and SM sharing
         exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]

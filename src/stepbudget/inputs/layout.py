@@ -140,15 +140,23 @@ class OverlapSettings(Frozen):
     pp: Overlap = "auto"
     dp: Overlap = "auto"
     ep: Overlap = "auto"
-    comm_sm_share: float = Field(0.0, ge=0, lt=1)
+    comm_sm_share: float | Literal["auto"] = "auto"
     """Share of the SMs communication kernels hold while they overlap compute (DeepSeek-V3: 20 of 132);
-    the hidden time costs compute this share of itself."""
+    the hidden time costs compute this share of itself. "auto": the measured average with the
+    operator model's rate (plan/derive.py OVERLAP_SM_SHARE), none with a stated rate."""
 
     @field_validator("tp", "cp", "pp", "dp", "ep")
     @classmethod
     def _fraction(cls, v: Overlap) -> Overlap:
         if v != "auto" and not 0.0 <= float(v) <= 1.0:
             raise ValueError(f"overlap fraction must be within [0, 1] or 'auto', got {v}")
+        return v
+
+    @field_validator("comm_sm_share")
+    @classmethod
+    def _share(cls, v: float | str) -> float | str:
+        if v != "auto" and not 0.0 <= float(v) < 1.0:
+            raise ValueError(f"comm_sm_share must be within [0, 1) or 'auto', got {v}")
         return v
 
 

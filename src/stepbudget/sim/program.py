@@ -129,7 +129,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
         )
     if passes_all * (layers_per_chunk + 3) > MAX_TASKS:
         layers_per_chunk = 1  # one task per chunk pass: the same times, coarser DP buckets
-    share = sc.overlap.comm_sm_share
+    share = plan.comm_sm_share
 
     # exchanges of the budget, per chunk pass: exposed (blocking) and hidden parts of TP/CP/EP
     xs = list(zip(budget.exchanges, budget.exposed_s))

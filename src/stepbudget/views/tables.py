@@ -98,7 +98,7 @@ def summary_table(budget: Budget) -> Table:
     t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step")
     if d["contention_s"]:
         t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
-                  f"{sc.overlap.comm_sm_share:.0%} of the SMs while hidden exchanges run")
+                  f"{budget.plan.comm_sm_share:.0%} of the SMs while hidden exchanges run")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
     return t
