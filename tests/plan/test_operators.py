@@ -30,6 +30,22 @@ def test_gemm_flops_bytes_and_roofline_at_a_worked_shape():
     assert float(op.bwd_s) == pytest.approx(2 * float(op.fwd_s))  # dgrad + wgrad
 
 
+def test_wgrad_accumulation_is_a_serial_epilogue_only_where_kernels_do_not_overlap_it():
+    # GPT-3 175B QKV with TP 8 on a 2K micro-batch, wgrad into Megatron's FP32 main_grad (4 bytes, read + write)
+    M, N, Kd = 2048, 4608, 12288
+    A100 = K.model_copy(update=dict(epilogue_overlap=False))
+    serial = gemm("qkv", M, N, Kd, 1, 312e12, A100, 2.039e12, A100.gemm, grad_bytes=4)
+    hidden = gemm("qkv", M, N, Kd, 1, 312e12, K, 2.039e12, K.gemm, grad_bytes=4)
+    f = lambda x: x / (x + 64)  # noqa: E731
+    math = serial.flops / (312e12 * 0.8 * f(M) * f(N) * f(Kd))
+    hbm = 2.039e12 * 0.9
+    acc = 2 * 4 * Kd * N / hbm  # 453 MB of FP32 gradient read and written
+    assert float(serial.fwd_s) == pytest.approx(math + 2 * M * N / hbm + 5e-6)
+    assert float(serial.bwd_s) == pytest.approx(2 * math + 2 * M * Kd / hbm + acc + 2 * 5e-6)
+    assert float(hidden.bwd_s) == pytest.approx(2 * (math + 5e-6))  # compute-bound: the epilogue hides
+    assert 0.25 < acc / math < 0.35  # a short K = 2048 mainloop: the epilogue adds about 30 % to the wgrad
+
+
 def test_a_skinny_gemm_is_memory_bound():
     op = gemm("skinny", 1, 16384, 16384, 1, PEAK, K, HBM, K.gemm)
     assert float(op.fwd_s) == pytest.approx(float(op.bytes) / (HBM * 0.9) + 5e-6)

@@ -44,6 +44,11 @@ class Kernels(Frozen):
     clock: float = Field(1.0, gt=0, le=1)
     """Share of the datasheet peak's clock the GPU holds under sustained training load (power cap);
     multiplies every compute-bound rate."""
+    epilogue_overlap: bool = True
+    """Whether a GEMM's epilogue (writing, or accumulating into, its output) overlaps the next tile's
+    mainloop. Hopper and later: warp-specialized persistent kernels do (CUTLASS 3 "ping-pong": one
+    warp group's epilogue runs beside the other's MMAs); Ampere's multistage kernels (CUTLASS 2,
+    cuBLAS sm80) run it after each tile's mainloop, so its HBM traffic adds to the compute time."""
 
 
 class GPU(Frozen):

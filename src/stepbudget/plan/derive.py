@@ -221,7 +221,8 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     k = cl.gpu.kernels
     fp8 = pr.gemm == "fp8"
     peak_gemm = (cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops) * k.clock  # power-capped sustained clock
-    common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps)
+    common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
+                  grad_bytes=pr.grad_buffer or pr.grads)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
     layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock, **common)
     fwd, bwd = layer_times(layer)

@@ -49,16 +49,31 @@ def _shape_factor(x, half: float) -> np.ndarray:
     return x / (x + half)  # tiles and waves: a small dimension leaves the GPU partly idle
 
 
-def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, share=1.0) -> Op:
-    """``count`` GEMMs of (M x K) @ (K x N): 2MNK FLOPs each, operands and result read/written once."""
+def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_bytes=ELEMENT_BYTES, share=1.0) -> Op:
+    """``count`` GEMMs of (M x K) @ (K x N) with a K x N weight: 2MNK FLOPs each, operands read and the
+    result written once. The backward runs the same FLOPs twice (Korthikanti App. A): dgrad writes an
+    M x K result, wgrad accumulates into the weight's gradient buffer (``grad_bytes`` per element, read
+    and written: Megatron's gradient-accumulation fusion adds into the FP32 main_grad). Where the GPU's
+    kernels do not overlap the epilogue with the next tile (``kernels.epilogue_overlap``), writing the
+    result costs HBM time after the mainloop instead of hiding under it."""
     M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
     flops = 2 * M * N * K * count
-    nbytes = ELEMENT_BYTES * (M * K + K * N + M * N) * count
     eff = gemm_eff * _shape_factor(M, kernels.gemm_half_dim) * _shape_factor(N, kernels.gemm_half_dim) \
         * _shape_factor(K, kernels.gemm_half_dim)
-    run = np.maximum(flops / (peak * eff), nbytes / (hbm_Bps * kernels.hbm))  # roofline, Williams et al. 2009
+    math = flops / (peak * eff)
+    hbm = hbm_Bps * kernels.hbm
     launch = kernels.kernel_overhead_s * count
-    return Op(name, "gemm", share, flops, nbytes, run + launch, 2 * (run + launch))  # dgrad + wgrad, Korthikanti App. A
+
+    def timed(reads, writes):  # roofline, Williams et al. 2009; a serial epilogue adds its writes
+        if kernels.epilogue_overlap:
+            return np.maximum(math, (reads + writes) / hbm) + launch
+        return np.maximum(math, reads / hbm) + writes / hbm + launch
+
+    E = ELEMENT_BYTES * count
+    fwd = timed(E * (M * K + K * N), E * M * N)
+    dgrad = timed(E * (M * N + K * N), E * M * K)
+    wgrad = timed(E * (M * K + M * N), 2 * grad_bytes * count * K * N)
+    return Op(name, "gemm", share, flops, E * (M * K + K * N + M * N), fwd, dgrad + wgrad)
 
 
 def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
@@ -68,12 +83,12 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
 
 
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
-              gemm_eff: float, hbm_Bps: float) -> list[Op]:
+              gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
     h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
     sp = np.asarray(sp, bool)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes)
     ops: list[Op] = []
 
     # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
@@ -139,11 +154,12 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
     return ops
 
 
-def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float) -> list[Op]:
+def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float,
+             grad_bytes: float = ELEMENT_BYTES) -> list[Op]:
     """Output layer of one micro-batch on the last stage: the logits GEMM and the FP32 softmax/loss."""
     V = model.vocab_size
     T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes)
     heads = 1 + model.mtp_layers
     return [
         gemm("logits", T, V / t, model.hidden_size, heads, **g),
