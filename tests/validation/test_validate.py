@@ -112,6 +112,9 @@ def test_conversion_rules():
     assert ms.overlap.tp == 1.0 and mt.overlap.tp == 0.0 and mt.overlap.dp == 0.0
     moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
+    # the preset's EP overlap is MegaScale-MoE's; its Megatron-LM baseline hides no TP or EP (only DP/PP, per its notes)
+    base = to_case(RUNS["megascale_moe_table3_352B_megatron_240gpu"]).scenario
+    assert (base.overlap.tp, base.overlap.ep, base.overlap.dp) == (0.0, 0.0, "auto") and moe.overlap.ep == 1.0
     dsv3 = to_case(RUNS["deepseek_v3_isca25_table4_mpft"])
     assert dsv3.scenario.layout.dp == 128 and any("DP" in a for a in dsv3.assumptions)
     assert dsv3.scenario.overlap.comm_sm_share == pytest.approx(20 / 132)

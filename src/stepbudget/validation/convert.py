@@ -17,8 +17,9 @@ Rules, the same for every run (no per-run constants):
 - **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
   (Megatron-LM ``arguments.py`` forces it). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
   communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
-  compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, PP and DP (the
-  baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap.
+  compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
+  (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
+  preset's overlap for its own framework never carries over to the baseline.
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -237,8 +238,10 @@ def to_case(run: dict) -> Case:
         ov.update(tp=1.0, cp=1.0, ep=1.0)
     elif "megascale" in fw:
         ov.update(tp=1.0)
-    elif "megatron" in fw and "dp/pp overlap" not in _text(run.get("notes")):
-        ov.update(tp=0.0, pp=0.0, dp=0.0)
+    elif "megatron" in fw:
+        ov.update(tp=0.0, cp=0.0, ep=0.0)
+        if "dp/pp overlap" not in _text(run.get("notes")):
+            ov.update(pp=0.0, dp=0.0)
     sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
     if sms:
         ov["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
