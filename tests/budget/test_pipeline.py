@@ -246,3 +246,16 @@ def test_bubble_fraction_non_increasing_in_m_and_v(schedule, p, m, dm, v, dv, w_
 def test_inflight_at_most_m(schedule, p, m, v):
     inflight = inflight_microbatches(schedule, p, m, v)
     assert 1 <= inflight <= m
+
+
+def test_dualpipe_leaves_3n_minus_1_chunks_unpaired_on_its_busiest_rank():
+    import stepbudget as sb
+    from stepbudget.budget import pipeline
+    # deepseek-ai/DualPipe dualpipe.py, rank 0 of p = 16 (n = 8): steps 1-3 give 2(n-1) + 2 + (n-1) forwards
+    assert float(pipeline.dualpipe_unpaired(16, 120)) == pytest.approx(23 / 120)
+    assert float(pipeline.dualpipe_unpaired(2, 2)) == pytest.approx(1.0)  # n = 1: nothing to pair with
+    b = sb.estimate(sb.derive(sb.load("deepseek-v3", ["cluster.rate_scope=kernel"])))
+    ep = [(x, e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim.value == "ep"]
+    total, exposed = sum(float(x.time_s) for x, _ in ep), sum(float(e) for _, e in ep)
+    unpaired = float(pipeline.dualpipe_unpaired(b.plan.pp, b.plan.microbatches))
+    assert exposed == pytest.approx(total * unpaired)  # the preset hides all of a paired chunk's all-to-all

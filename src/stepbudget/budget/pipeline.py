@@ -137,6 +137,19 @@ def bubble_s(schedule, p, m, v, t_f, t_b, t_w=None, *, t_fb=None) -> np.ndarray:
     )
 
 
+def dualpipe_unpaired(p, m) -> np.ndarray:
+    """Share of a DualPipe rank's m forward (and m backward) chunks that run without a chunk of the
+    other direction to overlap with, on the busiest rank (the one holding the first and last stages).
+
+    DeepSeek's DualPipe schedule (deepseek-ai/DualPipe, dualpipe.py: steps 1-3 and 5-8 around the
+    main F0B1F1B0 step) leaves 2(n-1) + 2 + (n-1) = 3n - 1 forwards and as many backwards of rank 0
+    unpaired, n = p/2: 23 of 120 for DeepSeek-V3's p = 16, m = 120 (its ISCA'25 Table 4 times 1.13 s
+    of unpaired forwards, 23 of its 0.049 s forward chunks).
+    """
+    p, m = np.asarray(p, dtype=float), np.asarray(m, dtype=float)
+    return np.clip((1.5 * p - 1) / np.maximum(m, 1), 0.0, 1.0)
+
+
 def bubble_fraction(schedule, p, m, v, *, w_frac=W_FRAC, backward_ratio=BACKWARD_RATIO) -> np.ndarray:
     """Bubble time over ideal compute ``m (t_f + t_b)``, dimensionless; shape: broadcast.
 

@@ -126,6 +126,12 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
             want = np.minimum(T * (1 - 1 / units), window)
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
+        elif x.dim == Axis.EP:
+            # DualPipe hides a chunk's all-to-all behind the paired chunk of the other direction; the
+            # warm-up forwards and cool-down backwards run unpaired (pipeline.dualpipe_unpaired)
+            paired = 1 - np.where(plan.schedule == pipeline.SCHEDULE_CODES[pipeline.Schedule.DUALPIPE],
+                                  pipeline.dualpipe_unpaired(plan.pp, plan.microbatches), 0.0)
+            want = _phi(setting, 0.0) * T * paired
         else:
             want = _phi(setting, 0.0) * T
         hidden.append(np.minimum(want, compute_s))
