@@ -110,6 +110,9 @@ def test_conversion_rules():
     assert ms.layout.schedule == "interleaved-1f1b" and ms.layout.dp_kind == "zero1"
     assert ms.precision.grads == 4.0  # Megatron reduces BF16 training's gradients in FP32
     assert ms.overlap.tp == 1.0 and mt.overlap.tp == 0.0 and mt.overlap.dp == 0.0
+    # MegaScale adopts FlashAttention-2 (3.3); its Megatron-LM baseline runs FlashAttention-1, about half as fast
+    assert mt.cluster.gpu.kernels.attention_bwd == pytest.approx(ms.cluster.gpu.kernels.attention_bwd / 2)
+    assert mt.cluster.gpu.kernels.gemm == ms.cluster.gpu.kernels.gemm
     moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
     # the preset's EP overlap is MegaScale-MoE's; its Megatron-LM baseline hides no TP or EP (only DP/PP, per its notes)

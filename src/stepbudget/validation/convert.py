@@ -19,7 +19,9 @@ Rules, the same for every run (no per-run constants):
   communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
   compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
   (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
-  preset's overlap for its own framework never carries over to the baseline.
+  preset's overlap for its own framework never carries over to the baseline. MegaScale's
+  Megatron-LM baseline runs FlashAttention-1 (FlashAttention-2 is one of MegaScale's own operators,
+  §3.3), at half FlashAttention-2's rate (Dao 2023: about 2x on A100).
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -31,6 +33,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 
+from stepbudget.inputs.hardware import gpu_presets
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
 
@@ -242,6 +245,15 @@ def to_case(run: dict) -> Case:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in _text(run.get("notes")):
             ov.update(pp=0.0, dp=0.0)
+    if source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
+        # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
+        # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
+        # (Dao 2023, abstract and Fig. 4)
+        spec = copy.deepcopy(gpu_presets()[gpu])
+        k = spec.setdefault("kernels", {})
+        k.update(attention_fwd=k["attention_fwd"] / 2, attention_bwd=k["attention_bwd"] / 2)
+        cl["gpu"] = spec
+        notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")
     sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
     if sms:
         ov["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
