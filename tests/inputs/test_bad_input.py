@@ -38,6 +38,8 @@ CASES = [
     (("--set", "batch.global_batch_tokens=16777000"), ["batch.global_batch_tokens", "seq_len"]),
     (("--set", "cluster.gpu=tpu9"), ["cluster.gpu", "h100-sxm"]),
     (("--set", "overlap.comm_sm_share=1.5"), ["overlap.comm_sm_share", "[0, 1)"]),
+    (("--set", "overlap.tp=1.5"), ["overlap.tp", "[0, 1]"]),
+    (("--set", "overlap.tp=fast"), ["overlap.tp", "a number or 'auto'", "'fast'"]),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stepbudget.enums import Axis, CPKind, DataParallel, Recompute, Schedule
 from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
@@ -147,16 +147,16 @@ class OverlapSettings(Frozen):
 
     @field_validator("tp", "cp", "pp", "dp", "ep")
     @classmethod
-    def _fraction(cls, v: Overlap) -> Overlap:
+    def _fraction(cls, v: Overlap, info: ValidationInfo) -> Overlap:
         if v != "auto" and not 0.0 <= float(v) <= 1.0:
-            raise ValueError(f"overlap fraction must be within [0, 1] or 'auto', got {v}")
+            raise ValueError(f"overlap.{info.field_name}: a fraction within [0, 1] or 'auto', got {v}")
         return v
 
     @field_validator("comm_sm_share")
     @classmethod
     def _share(cls, v: float | str) -> float | str:
         if v != "auto" and not 0.0 <= float(v) < 1.0:
-            raise ValueError(f"comm_sm_share must be within [0, 1) or 'auto', got {v}")
+            raise ValueError(f"overlap.comm_sm_share: a share within [0, 1) or 'auto', got {v}")
         return v
 
 

@@ -187,10 +187,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 _SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flops", "scenario")
 
 
+_UNION_BRANCHES = ("float", "int", "str", "bool")
+
+
 def _one_line(e: ValidationError) -> str:
-    err = e.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    errors = e.errors()
+    err = errors[0]
+    # a union's branch shows up in the location ("overlap.tp.float"); the field is what the user set
+    loc = ".".join(str(p) for p in err["loc"] if str(p) not in _UNION_BRANCHES and not str(p).startswith("literal["))
     msg = err["msg"].removeprefix("Value error, ")
+    if any(str(p) == "literal['auto']" for x in errors for p in x["loc"]):
+        msg = "give a number or 'auto'"  # every branch of a number-or-"auto" field failed
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"
     if err["type"] == "missing":
@@ -198,7 +205,7 @@ def _one_line(e: ValidationError) -> str:
     if msg.startswith(_SECTIONS):
         return msg  # our own validators already name the field and the fix
     value = err.get("input")
-    shown = f" (got {value!r})" if isinstance(value, (int, float, str)) else ""
+    shown = f" (got {value!r})" if isinstance(value, (int, float, str)) and "got " not in msg else ""
     return f"{loc or 'scenario'}: {msg}{shown}"
 
 
