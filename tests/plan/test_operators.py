@@ -137,6 +137,35 @@ def test_fp8_gemms_use_the_fp8_peak():
     assert float(fp8.flops_rate) > float(bf16.flops_rate)
 
 
+def test_fp8_keeps_the_output_head_and_gating_in_bf16():
+    # DeepSeek-V3 3.3.1: embedding, output head, gating, normalization and attention stay in higher precision
+    bf16 = {op.name: op for op in sb.derive(sb.load("deepseek-v3", ["precision.gemm=bf16"])).operators}
+    fp8 = {op.name: op for op in sb.derive(sb.load("deepseek-v3")).operators}
+    for name in ("logits", "router"):
+        assert float(fp8[name].fwd_s) == pytest.approx(float(bf16[name].fwd_s))
+    assert float(fp8["experts up"].fwd_s) < float(bf16["experts up"].fwd_s)
+
+
+def test_dualpipe_rank_zero_runs_half_its_micro_batches_through_the_output_layer():
+    from stepbudget.plan.operators import layer_times
+    sc = sb.load("deepseek-v3")  # DualPipe, p = 16; embedding and loss each take a layer slot
+    plan = sb.derive(sc)
+    ops = plan.operators
+    head = [op for op in ops if op.name in ("logits", "softmax + loss")]
+    layer = [op for op in ops if op not in head]
+    f, b = layer_times(layer)
+    hf, hb = layer_times(head)
+    assert sc.layout.recompute == "none"
+    layer_s = float(f + b)
+    slots = (sc.model.num_layers + sc.model.mtp_layers + 2) / 16
+    rank0 = ((slots - 1) * layer_s + (slots - 1) * layer_s + float(hf + hb)) / 2  # stage 0 and stage 15, alternately
+    per_mb = max(slots * layer_s, rank0)
+    assert float(plan.optimizer_s) < 0.01
+    assert float(sb.estimate(plan).compute_s) == pytest.approx(float(plan.microbatches) * per_mb + float(plan.optimizer_s))
+    one_f_one_b = sb.derive(sb.load("deepseek-v3", ["layout.schedule=1f1b"]))
+    assert float(sb.estimate(one_f_one_b).compute_s) > float(sb.estimate(plan).compute_s)  # its last stage carries every head
+
+
 def test_recompute_adds_forward_operators():
     base = ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]
     t = {r: float(sb.estimate(sb.derive(sb.load("llama3-405b", base + [f"layout.recompute={r}"]))).compute_s)

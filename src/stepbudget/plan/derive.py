@@ -13,6 +13,7 @@ import numpy as np
 
 from stepbudget.budget.collectives import ALGORITHM_CODES
 from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.enums import Schedule
 from stepbudget.enums import Axis, CPKind, RateScope
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
@@ -140,7 +141,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     if cl.achieved_flops or cl.achieved_fraction:
         rate, source = cl.achieved_flops or cl.achieved_fraction * peak, "stated"
     else:
-        ops, compute, opt_s = _operator_compute(scenario, counts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, seqs / (dp * mb))
+        ops, compute, opt_s = _operator_compute(scenario, counts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched,
+                                                seqs / (dp * mb))
         rate, source = hw_flops / compute, "operators"
 
     g = cl.gpus_per_node
@@ -215,7 +217,7 @@ def _sm_share(setting, source: str) -> float:
     return float(setting)
 
 
-def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, microbatches):
+def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched, microbatches):
     """Compute seconds per step from the operator model: layers x micro-batches, the output layer, the optimizer."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = cl.gpu.kernels
@@ -228,7 +230,9 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full
-    head = head_ops(model, T, tp, **common)
+    # FP8 training keeps the output head in BF16 (DeepSeek-V3 3.3.1: embedding, output head, gating,
+    # normalization and attention stay in higher precision)
+    head = head_ops(model, T, tp, **{**common, "peak_gemm": cl.gpu.peak_bf16_flops * k.clock, "gemm_eff": k.gemm})
     head_fwd, head_bwd = layer_times(head)
     # a pipeline runs at the pace of its busiest stage: the last one carries the output layer
     # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)
@@ -239,7 +243,12 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     others = np.where(pp >= 3, per_stage, per_stage - e) * layer_s
     last = (per_stage - l_) * layer_s + head_fwd + head_bwd
     single = (model.num_layers + model.mtp_layers) * layer_s + head_fwd + head_bwd
-    per_microbatch = np.where(pp == 1, single, np.maximum(others, last))
+    # DualPipe: rank i holds stages i and p-1-i and runs each micro-batch on one of them (DSV3 Table 2),
+    # so rank 0 averages the first stage and the last: half its micro-batches carry the output layer
+    first = (per_stage - e) * layer_s
+    dualpipe = sched == SCHEDULE_CODES[Schedule.DUALPIPE]
+    busiest = np.where(dualpipe, np.maximum(per_stage * layer_s, (first + last) / 2), np.maximum(others, last))
+    per_microbatch = np.where(pp == 1, single, busiest)
     dense = (counts.params_total - counts.params_routed_experts) / (tp * pp)
     experts = counts.params_routed_experts / (ep * etp * pp)
     sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard
