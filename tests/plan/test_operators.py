@@ -46,6 +46,17 @@ def test_wgrad_accumulation_is_a_serial_epilogue_only_where_kernels_do_not_overl
     assert 0.25 < acc / math < 0.35  # a short K = 2048 mainloop: the epilogue adds about 30 % to the wgrad
 
 
+def test_fp8_gemms_pay_a_quantization_pass_over_their_activations():
+    # DeepSeek-V3 3.5.2: activations read as BF16, written as FP8 (3 B/element); re-quantized transposed for wgrad (2 B)
+    M, N, Kd = 4096, 4096, 7168
+    bf = gemm("x", M, N, Kd, 2, 1979e12, K, HBM, K.gemm_fp8)
+    q = gemm("x", M, N, Kd, 2, 1979e12, K, HBM, K.gemm_fp8, fp8=True)
+    hbm = HBM * 0.9
+    assert float(q.fwd_s - bf.fwd_s) == pytest.approx(2 * (3 * M * Kd / hbm + 5e-6))
+    assert float(q.bwd_s - bf.bwd_s) == pytest.approx(2 * ((3 * M * N + 2 * (M * Kd + M * N)) / hbm + 3 * 5e-6))
+    assert float(q.flops) == float(bf.flops) and float(q.bytes) == float(bf.bytes)
+
+
 def test_a_skinny_gemm_is_memory_bound():
     op = gemm("skinny", 1, 16384, 16384, 1, PEAK, K, HBM, K.gemm)
     assert float(op.fwd_s) == pytest.approx(float(op.bytes) / (HBM * 0.9) + 5e-6)

@@ -224,7 +224,7 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     fp8 = pr.gemm == "fp8"
     peak_gemm = (cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops) * k.clock  # power-capped sustained clock
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
-                  grad_bytes=pr.grad_buffer or pr.grads)
+                  grad_bytes=pr.grad_buffer or pr.grads, fp8=fp8)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
     layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock, **common)
     fwd, bwd = layer_times(layer)
@@ -232,7 +232,8 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full
     # FP8 training keeps the output head in BF16 (DeepSeek-V3 3.3.1: embedding, output head, gating,
     # normalization and attention stay in higher precision)
-    head = head_ops(model, T, tp, **{**common, "peak_gemm": cl.gpu.peak_bf16_flops * k.clock, "gemm_eff": k.gemm})
+    head = head_ops(model, T, tp, **{**common, "peak_gemm": cl.gpu.peak_bf16_flops * k.clock, "gemm_eff": k.gemm,
+                                     "fp8": False})
     head_fwd, head_bwd = layer_times(head)
     # a pipeline runs at the pace of its busiest stage: the last one carries the output layer
     # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)

@@ -49,13 +49,18 @@ def _shape_factor(x, half: float) -> np.ndarray:
     return x / (x + half)  # tiles and waves: a small dimension leaves the GPU partly idle
 
 
-def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_bytes=ELEMENT_BYTES, share=1.0) -> Op:
+def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_bytes=ELEMENT_BYTES, fp8=False,
+         share=1.0) -> Op:
     """``count`` GEMMs of (M x K) @ (K x N) with a K x N weight: 2MNK FLOPs each, operands read and the
     result written once. The backward runs the same FLOPs twice (Korthikanti App. A): dgrad writes an
     M x K result, wgrad accumulates into the weight's gradient buffer (``grad_bytes`` per element, read
     and written: Megatron's gradient-accumulation fusion adds into the FP32 main_grad). Where the GPU's
     kernels do not overlap the epilogue with the next tile (``kernels.epilogue_overlap``), writing the
-    result costs HBM time after the mainloop instead of hiding under it."""
+    result costs HBM time after the mainloop instead of hiding under it. An ``fp8`` GEMM first quantizes
+    its activation operands in a pass of their own (DeepSeek-V3 3.5.2: BF16 activations are read from
+    HBM, quantized and written back; for the backward they are read again, transposed and
+    re-quantized): X and dY read as BF16 and written as FP8 (3 bytes an element), then X and dY
+    re-quantized transposed for the wgrad (2 bytes)."""
     M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
     flops = 2 * M * N * K * count
     eff = gemm_eff * _shape_factor(M, kernels.gemm_half_dim) * _shape_factor(N, kernels.gemm_half_dim) \
@@ -73,6 +78,10 @@ def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_b
     fwd = timed(E * (M * K + K * N), E * M * N)
     dgrad = timed(E * (M * N + K * N), E * M * K)
     wgrad = timed(E * (M * K + M * N), 2 * grad_bytes * count * K * N)
+    if fp8:
+        fwd = fwd + 3 * count * M * K / hbm + kernels.kernel_overhead_s * count
+        dgrad = dgrad + 3 * count * M * N / hbm + kernels.kernel_overhead_s * count
+        wgrad = wgrad + 2 * count * (M * K + M * N) / hbm + 2 * kernels.kernel_overhead_s * count
     return Op(name, "gemm", share, flops, E * (M * K + K * N + M * N), fwd, dgrad + wgrad)
 
 
@@ -83,12 +92,12 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
 
 
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
-              gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES) -> list[Op]:
+              gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
     h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
     sp = np.asarray(sp, bool)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
     ops: list[Op] = []
 
     # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
@@ -133,7 +142,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
         per_expert = T_moe * ep * k / E  # balanced routing, formulas.md 7
         experts = E / ep
-        ops.append(gemm("router", T_moe, E, h, 1, share=share, **{**g, "peak": peak_bf16, "gemm_eff": kernels.gemm}))  # gating in BF16
+        ops.append(gemm("router", T_moe, E, h, 1, share=share, **{**g, "peak": peak_bf16, "gemm_eff": kernels.gemm, "fp8": False}))  # gating in BF16
         ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
         ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
         ops.append(memory_op("experts activation + permute",
@@ -155,11 +164,11 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
 
 
 def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float,
-             grad_bytes: float = ELEMENT_BYTES) -> list[Op]:
+             grad_bytes: float = ELEMENT_BYTES, fp8: bool = False) -> list[Op]:
     """Output layer of one micro-batch on the last stage: the logits GEMM and the FP32 softmax/loss."""
     V = model.vocab_size
     T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes)
+    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
     heads = 1 + model.mtp_layers
     return [
         gemm("logits", T, V / t, model.hidden_size, heads, **g),
