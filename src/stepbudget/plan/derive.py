@@ -13,8 +13,7 @@ import numpy as np
 
 from stepbudget.budget.collectives import ALGORITHM_CODES
 from stepbudget.budget.pipeline import SCHEDULE_CODES
-from stepbudget.enums import Schedule
-from stepbudget.enums import Axis, CPKind, RateScope
+from stepbudget.enums import Axis, CPKind, RateScope, Schedule
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
@@ -85,9 +84,9 @@ class Plan:
     operators: tuple[Op, ...] = ()
     """The operator model's operators of one average layer, then the output layer (empty when stated)."""
     optimizer_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
+    """Optimizer step time inside the compute time (operator model only)."""
     comm_sm_share: float = 0.0
     """Share of the SMs overlapped communication kernels hold (overlap.comm_sm_share, "auto" resolved)."""
-    """Optimizer step time inside the compute time (operator model only)."""
 
     @property
     def shape(self) -> tuple[int, ...]:

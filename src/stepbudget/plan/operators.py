@@ -142,7 +142,8 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
         per_expert = T_moe * ep * k / E  # balanced routing, formulas.md 7
         experts = E / ep
-        ops.append(gemm("router", T_moe, E, h, 1, share=share, **{**g, "peak": peak_bf16, "gemm_eff": kernels.gemm, "fp8": False}))  # gating in BF16
+        gating = {**g, "peak": peak_bf16, "gemm_eff": kernels.gemm, "fp8": False}  # in BF16 (DeepSeek-V3 3.3.1)
+        ops.append(gemm("router", T_moe, E, h, 1, share=share, **gating))
         ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
         ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
         ops.append(memory_op("experts activation + permute",
