@@ -138,8 +138,6 @@ def test_cp_all_gather_of_kv():
 
 def test_hidden_communication_slows_the_operator_model_compute_by_the_measured_share():
     from stepbudget.plan.derive import OVERLAP_SM_SHARE
-    # Lee et al. 2025: compute beside collectives runs 18.9 % slower on average
-    assert OVERLAP_SM_SHARE / (1 - OVERLAP_SM_SHARE) == pytest.approx(0.189)
     b = one("megascale-175b")
     assert b.plan.rate_source == "operators" and b.plan.comm_sm_share == OVERLAP_SM_SHARE
     hidden = float(b.comm_s - b.exposed_comm_s)

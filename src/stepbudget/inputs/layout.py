@@ -133,6 +133,9 @@ class OverlapSettings(Frozen):
     "auto" takes the documented default for the dimension (budget/step.py):
     tp, cp, ep 0 (critical path); pp all but the pipeline fill and drain; dp all but
     the first all-gather and last reduce-scatter of one unit. Hidden time never exceeds compute.
+    A stated ep share is taken as overlap within a chunk (MegaScale-MoE's intra- and inter-operator
+    overlap) for every schedule but DualPipe, whose overlap pairs chunks of the two directions and
+    so cannot reach the unpaired warm-up and cool-down chunks (pipeline.dualpipe_unpaired).
     """
 
     tp: Overlap = "auto"

@@ -191,13 +191,15 @@ _UNION_BRANCHES = ("float", "int", "str", "bool")
 
 
 def _one_line(e: ValidationError) -> str:
+    def field(x) -> str:  # a union's branch shows up in the location ("overlap.tp.float"); drop it
+        return ".".join(str(p) for p in x["loc"] if str(p) not in _UNION_BRANCHES and not str(p).startswith("literal["))
+
     errors = e.errors()
     err = errors[0]
-    # a union's branch shows up in the location ("overlap.tp.float"); the field is what the user set
-    loc = ".".join(str(p) for p in err["loc"] if str(p) not in _UNION_BRANCHES and not str(p).startswith("literal["))
+    loc = field(err)
     msg = err["msg"].removeprefix("Value error, ")
-    if any(str(p) == "literal['auto']" for x in errors for p in x["loc"]):
-        msg = "give a number or 'auto'"  # every branch of a number-or-"auto" field failed
+    if any(field(x) == loc and "literal['auto']" in map(str, x["loc"]) for x in errors):
+        msg = "give a number or 'auto'"  # every branch of this number-or-"auto" field failed
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"
     if err["type"] == "missing":
@@ -205,7 +207,8 @@ def _one_line(e: ValidationError) -> str:
     if msg.startswith(_SECTIONS):
         return msg  # our own validators already name the field and the fix
     value = err.get("input")
-    shown = f" (got {value!r})" if isinstance(value, (int, float, str)) and "got " not in msg else ""
+    repeated = "got " in msg or (isinstance(value, str) and repr(value) in msg)
+    shown = f" (got {value!r})" if isinstance(value, (int, float, str)) and not repeated else ""
     return f"{loc or 'scenario'}: {msg}{shown}"
 
 

@@ -247,7 +247,9 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     # so rank 0 averages the first stage and the last: half its micro-batches carry the output layer
     first = (per_stage - e) * layer_s
     dualpipe = sched == SCHEDULE_CODES[Schedule.DUALPIPE]
-    busiest = np.where(dualpipe, np.maximum(per_stage * layer_s, (first + last) / 2), np.maximum(others, last))
+    rank0 = (first + last) / 2
+    middle = np.where(pp >= 4, per_stage * layer_s, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
+    busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
     per_microbatch = np.where(pp == 1, single, busiest)
     dense = (counts.params_total - counts.params_routed_experts) / (tp * pp)
     experts = counts.params_routed_experts / (ep * etp * pp)

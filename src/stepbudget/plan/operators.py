@@ -78,10 +78,11 @@ def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_b
     fwd = timed(E * (M * K + K * N), E * M * N)
     dgrad = timed(E * (M * N + K * N), E * M * K)
     wgrad = timed(E * (M * K + M * N), 2 * grad_bytes * count * K * N)
-    if fp8:
-        fwd = fwd + 3 * count * M * K / hbm + kernels.kernel_overhead_s * count
-        dgrad = dgrad + 3 * count * M * N / hbm + kernels.kernel_overhead_s * count
-        wgrad = wgrad + 2 * count * (M * K + M * N) / hbm + 2 * kernels.kernel_overhead_s * count
+    if fp8:  # one quantization kernel per pass, over all ``count`` GEMMs' rows
+        q = kernels.kernel_overhead_s
+        fwd = fwd + 3 * count * M * K / hbm + q
+        dgrad = dgrad + 3 * count * M * N / hbm + q
+        wgrad = wgrad + 2 * count * (M * K + M * N) / hbm + 2 * q
     return Op(name, "gemm", share, flops, E * (M * K + K * N + M * N), fwd, dgrad + wgrad)
 
 

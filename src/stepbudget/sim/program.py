@@ -139,11 +139,14 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     dp = {"reduce": 0.0, "gather": 0.0}
     dp_rounds = {"reduce": 1, "gather": 1}
     pp_call, pp_exposed = 0.0, 0.0
+    behind = 0.0  # DP and PP time the budget hides behind compute: its SM share is charged evenly below
     units = max(int(math.ceil(float(plan.layers_per_gpu))), 1)
     for x, e in xs:
         if float(x.calls) <= 0:
             continue
         t, e = float(x.time_s), float(e)
+        if x.dim in (Axis.DP, Axis.PP):
+            behind += t - e
         if x.dim in exposed_part:
             exposed_part[x.dim] += e
             hidden_part[x.dim] += t - e
@@ -242,7 +245,8 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                         L = stage_link(s, d.value.upper(), on_nic[d])
                         side.append(b.add(transfer(f"{d.value.upper()} hidden {kind} s{s} m{mb} c{c}", t * capacity[L], [L],
                                                    deps), d.value, "hidden", s))
-                extra = share * sum(hidden.values()) / layers_per_chunk  # SMs the hidden kernels hold
+                # SMs the hidden kernels hold: this pass's TP/CP/EP, and its share of the hidden DP and PP
+                extra = share * (sum(hidden.values()) + behind * frac / passes) / layers_per_chunk
                 if dp_rounds["gather"] > 1 and dp["gather"] > 0:  # resharded: gather again before every pass,
                     L = stage_link(s, "DP", True)  # prefetched while the previous pass computes (FSDP)
                     size = dp["gather"] / (dp_rounds["gather"] * v_run) * capacity[L]

@@ -73,12 +73,15 @@ def parse_vary(text: str) -> tuple[str, ...]:
     return items
 
 
-def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Scenario:
+def _at_fraction(sc: Scenario, fraction: float, sm_share: float, changes: tuple[str, ...]) -> Scenario:
     if any(c.startswith(("cluster.achieved", "cluster.rate_scope")) for c in changes):
         return sc  # the variant says what rate it runs at
     cluster = sc.cluster.model_copy(update={"achieved_flops": None, "achieved_fraction": fraction,
                                             "rate_scope": RateScope.KERNEL})
-    return sc.model_copy(update={"cluster": cluster})
+    update = {"cluster": cluster}
+    if sc.overlap.comm_sm_share == "auto":  # the base's resolved share, not a stated rate's none
+        update["overlap"] = sc.overlap.model_copy(update={"comm_sm_share": sm_share})
+    return sc.model_copy(update=update)
 
 
 def _peak(sc: Scenario) -> float:
@@ -88,11 +91,13 @@ def _peak(sc: Scenario) -> float:
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
     """The base (``ref`` with ``sets``) and each named variant, evaluated at the base's kernel efficiency."""
     base, _ = kernel_scenario(load(ref, sets))
-    fraction = float(derive(base).flops_rate) / _peak(base)
+    base_plan = derive(base)
+    fraction = float(base_plan.flops_rate) / _peak(base)
     out = []
     for name, changes in [("base", ())] + list(variants):
         try:
-            sc = base if not changes else _at_fraction(load(ref, [*sets, *changes]), fraction, changes)
+            sc = base if not changes else _at_fraction(load(ref, [*sets, *changes]), fraction,
+                                                       base_plan.comm_sm_share, changes)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name!r}: {e}") from None
         plan = derive(sc)

@@ -62,6 +62,7 @@ def budget_dict(budget: Budget) -> dict:
         "comm_s": _num(budget.comm_s),
         "exposed_comm_s": _num(budget.exposed_comm_s),
         "contention_s": _num(budget.contention_s),
+        "comm_sm_share": float(budget.plan.comm_sm_share),
         "step_s": _num(budget.step_s),
         "mfu": _num(budget.mfu),
         "hfu": _num(budget.hfu),
