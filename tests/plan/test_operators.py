@@ -178,6 +178,24 @@ def test_dualpipe_rank_zero_runs_half_its_micro_batches_through_the_output_layer
     assert float(sb.estimate(one_f_one_b).compute_s) > float(sb.estimate(plan).compute_s)  # its last stage carries every head
 
 
+def test_attention_that_stores_its_scores_computes_the_whole_matrix_and_moves_it():
+    # Korthikanti 4.1: QK^T and PV over the full s x s (masked after), softmax reading and writing the scores
+    sc = "megascale-175b"
+    flash = {op.name: op for op in sb.derive(sb.load(sc)).operators}["attention core"]
+    plan = sb.derive(sb.load(sc, ["layout.flash_attention=false"]))
+    core = {op.name: op for op in plan.operators}["attention core"]
+    m = plan.scenario.model
+    T, heads, d = m.seq_len, m.num_heads / 8, m.head_width
+    assert float(core.flops) == pytest.approx(2 * float(flash.flops))  # no causal half
+    assert float(core.flops) == pytest.approx(2 * 2 * T * T * d * heads)
+    assert float(core.bytes) > 2 * 2 * T * T * heads  # the scores are written, read, written and read again
+    assert float(core.fwd_s) > float(flash.fwd_s)
+    sel = sb.estimate(sb.derive(sb.load(sc, ["layout.flash_attention=false", "layout.recompute=selective"])))
+    none = sb.estimate(plan)
+    layers = plan.layers_per_gpu * plan.microbatches  # selective recompute runs the whole core forward again
+    assert float(sel.compute_s - none.compute_s) == pytest.approx(float(layers * core.fwd_s), rel=0.02)
+
+
 def test_recompute_adds_forward_operators():
     base = ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]
     t = {r: float(sb.estimate(sb.derive(sb.load("llama3-405b", base + [f"layout.recompute={r}"]))).compute_s)

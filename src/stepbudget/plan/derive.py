@@ -225,7 +225,8 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
                   grad_bytes=pr.grad_buffer or pr.grads, fp8=fp8)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
-    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock, **common)
+    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock,
+                      flash=sc.layout.flash_attention, **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full

@@ -93,7 +93,8 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
 
 
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
-              gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False) -> list[Op]:
+              gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False,
+              flash: bool = True) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
     h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
@@ -119,12 +120,15 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         rope_width = (a + model.kv_heads) * d_qk / t
     ops.append(gemm("attention out", T, a * d_v / t, h, 1, **g))
 
-    # attention core: causal FlashAttention computes about half the s x s blocks
-    core = 2 * T * s_kv * (a / t) * (d_qk + d_v) * 0.5  # QK^T and PV, Korthikanti App. A; causal half
-    eff_len = _shape_factor(s_kv, kernels.attention_half_seq)
-    fwd = core / (peak_bf16 * kernels.attention_fwd * eff_len) + kernels.kernel_overhead_s
-    bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
-    ops.append(Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd))
+    if flash:
+        # attention core: causal FlashAttention computes about half the s x s blocks
+        core = 2 * T * s_kv * (a / t) * (d_qk + d_v) * 0.5  # QK^T and PV, Korthikanti App. A; causal half
+        eff_len = _shape_factor(s_kv, kernels.attention_half_seq)
+        fwd = core / (peak_bf16 * kernels.attention_fwd * eff_len) + kernels.kernel_overhead_s
+        bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
+        ops.append(Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd))
+    else:
+        ops.append(_unfused_core(model, T, s_kv, a / t, d_qk, d_v, kernels, peak_bf16, hbm_Bps))
 
     # MLP: dense layers, and the MoE layers' routed and shared experts
     gated = model.activation == Activation.SWIGLU
@@ -163,6 +167,21 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
     if model.dropout:
         ops.append(memory_op("dropout", T_sp * h * 2 * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
     return ops
+
+
+def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, peak_bf16: float, hbm_Bps: float) -> Op:
+    """Attention that stores its scores (Megatron before FlashAttention, Korthikanti 4.1): QK^T and PV as
+    batched BF16 GEMMs over the whole s x s matrix (the causal mask is applied to computed scores), a
+    fused scale-mask-softmax over the scores, and dropout on them when the model has it; one operator,
+    so that selective recompute runs all of it again."""
+    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=1.0)  # no weight: dK, dV written once
+    parts = [gemm("scores", T, s_kv, d_qk, heads, **g),
+             memory_op("softmax", ELEMENT_BYTES * T * s_kv * heads * 2, kernels, hbm_Bps),  # read scores, write probs
+             gemm("values", T, d_v, s_kv, heads, **g)]
+    if model.dropout:
+        parts.append(memory_op("attention dropout", T * s_kv * heads * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
+    total = lambda field: sum(getattr(op, field) for op in parts)  # noqa: E731
+    return Op("attention core", "attention", 1.0, total("flops"), total("bytes"), total("fwd_s"), total("bwd_s"))
 
 
 def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float,

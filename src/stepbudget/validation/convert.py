@@ -200,7 +200,10 @@ def to_case(run: dict) -> Case:
     if "dualpipe" in schedule:
         out.update(schedule="dualpipe", virtual_stages=1)
     elif (v or 1) > 1 or "interleaved" in schedule:
-        out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", 2))
+        # unstated depth: the preset's, else the shallowest interleaving (v >= 2) the stage's layers divide into
+        per_stage = m["layers"] // pp if m["layers"] % pp == 0 else 0
+        shallowest = next((k for k in range(2, per_stage + 1) if per_stage % k == 0), 2)
+        out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", shallowest))
         if not v:
             notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
     else:
@@ -214,6 +217,8 @@ def to_case(run: dict) -> Case:
         out["sequence_parallel"] = bool(lay["sequence_parallel"])
     else:
         out["sequence_parallel"] = tp > 1
+    if lay.get("flash_attention") is not None:
+        out["flash_attention"] = bool(lay["flash_attention"])
     recompute = _text(lay.get("recompute"))
     out["recompute"] = "full" if "full" in recompute else "selective" if ("selective" in recompute or
                                                                           "remateriali" in recompute) else "none"
