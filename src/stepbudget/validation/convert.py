@@ -42,6 +42,8 @@ MFU_CONVENTION = {
     "Llama 3": "causal",  # Llama 3 Table 4 BF16 MFU; the causal count makes 128K's 380 TFLOP/s plausible (formulas.md 2.4)
     "DeepSeek-V3": "noncausal",  # ISCA'25 Table 4 quotes 43.73 % non-causal (38.94 % causal)
     "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
+    "Korthikanti et al.": "noncausal",  # Eq. 7: 72 B L s h^2 (1 + s/6h + v/12hL), the full score matrix
+    "Narayanan et al.": "noncausal",  # Eq. 3 counts the full score matrix (and the recompute pass)
 }
 """FLOP convention of each source's MFU and TFLOP/s figures."""
 
