@@ -259,3 +259,15 @@ def test_dualpipe_leaves_3n_minus_1_chunks_unpaired_on_its_busiest_rank():
     total, exposed = sum(float(x.time_s) for x, _ in ep), sum(float(e) for _, e in ep)
     unpaired = float(pipeline.dualpipe_unpaired(b.plan.pp, b.plan.microbatches))
     assert exposed == pytest.approx(total * unpaired)  # the preset hides all of a paired chunk's all-to-all
+
+
+def test_dualpipe_ranks_reduce_the_gradients_of_two_stages():
+    import stepbudget as sb
+    # DSV3 Table 2: DualPipe keeps two copies of the parameters; each is reduced over the 2 d ranks that hold it
+    def grads(schedule):
+        b = sb.estimate(sb.derive(sb.load("deepseek-v3", [f"layout.schedule={schedule}"])))
+        x = next(x for x in b.exchanges if x.dim.value == "dp" and x.what == "grads" and float(x.calls) > 0)
+        return float(x.bytes_per_gpu), int(x.group)
+    (dual, g2), (single, g1) = grads("dualpipe"), grads("zb-h1")
+    assert g2 == 2 * g1
+    assert dual / single == pytest.approx(2 * ((g2 - 1) / g2) / ((g1 - 1) / g1))

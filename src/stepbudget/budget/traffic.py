@@ -13,6 +13,7 @@ import numpy as np
 
 from stepbudget.a2a.routing import busiest_gpu_factor
 from stepbudget.budget.collectives import HIERARCHICAL, call_cost
+from stepbudget.budget.pipeline import parameter_copies
 from stepbudget.enums import Axis, Collective
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
@@ -127,9 +128,12 @@ def exchanges(plan: Plan) -> list[Exchange]:
     per_microbatch = (plan.dp_kind == ZERO2) | resharded
     rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
     ag_calls = np.where(ddp, 0, units * np.where(resharded, 2 * mbs, 1))
+    # DualPipe ranks hold two stages (i and p-1-i, DSV3 Table 2): twice the parameters, each reduced
+    # over the twice as many ranks that hold it
+    copies = parameter_copies(plan.schedule)
     for label, psi, group, q in (
-        ("", plan.params_dense_per_gpu, plan.dp_group, plan.q["dp"]),
-        ("expert ", plan.params_expert_per_gpu, plan.expert_dp_group, plan.q["expert_dp"]),
+        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"]),
+        ("expert ", plan.params_expert_per_gpu * copies, plan.expert_dp_group * copies, plan.q["expert_dp"]),
     ):
         if not np.any(psi > 0):
             continue
