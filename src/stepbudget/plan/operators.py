@@ -174,14 +174,15 @@ def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, pea
     batched BF16 GEMMs over the whole s x s matrix (the causal mask is applied to computed scores), a
     fused scale-mask-softmax over the scores, and dropout on them when the model has it; one operator,
     so that selective recompute runs all of it again."""
-    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=1.0)  # no weight: dK, dV written once
+    # both operands are activations: the "weight" gradients (dK, dV) are written once, not accumulated
+    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=1.0)
     parts = [gemm("scores", T, s_kv, d_qk, heads, **g),
              memory_op("softmax", ELEMENT_BYTES * T * s_kv * heads * 2, kernels, hbm_Bps),  # read scores, write probs
              gemm("values", T, d_v, s_kv, heads, **g)]
     if model.dropout:
         parts.append(memory_op("attention dropout", T * s_kv * heads * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
-    total = lambda field: sum(getattr(op, field) for op in parts)  # noqa: E731
-    return Op("attention core", "attention", 1.0, total("flops"), total("bytes"), total("fwd_s"), total("bwd_s"))
+    flops, nbytes, fwd, bwd = (sum(getattr(op, f) for op in parts) for f in ("flops", "bytes", "fwd_s", "bwd_s"))
+    return Op("attention core", "attention", 1.0, flops, nbytes, fwd, bwd)
 
 
 def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float,
