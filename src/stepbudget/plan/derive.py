@@ -216,7 +216,8 @@ def _sm_share(setting, source: str) -> float:
     return float(setting)
 
 
-def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched, microbatches):
+def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched,
+                      microbatches):
     """Compute seconds per step from the operator model: layers x micro-batches, the output layer, the optimizer."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = cl.gpu.kernels
