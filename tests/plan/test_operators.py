@@ -196,6 +196,20 @@ def test_attention_that_stores_its_scores_computes_the_whole_matrix_and_moves_it
     assert float(sel.compute_s - none.compute_s) == pytest.approx(float(layers * core.fwd_s), rel=0.02)
 
 
+def test_a_parallel_block_fuses_the_projections_and_halves_the_tp_pairs():
+    # GPT-J / PaLM 2 / MegaScale 3.1: attention and MLP share the normalized input and one residual add
+    std = sb.derive(sb.load("megascale-175b"))
+    par = sb.derive(sb.load("megascale-175b", ["model.parallel_block=true"]))
+    a, b = {o.name: o for o in std.operators}, {o.name: o for o in par.operators}
+    assert float(b["qkv + mlp up"].flops) == pytest.approx(float(a["qkv"].flops + a["mlp up"].flops))
+    assert float(b["attention out + mlp down"].flops) == pytest.approx(float(a["attention out"].flops + a["mlp down"].flops))
+    assert float(b["norms + residuals"].bytes) == pytest.approx(float(a["norms + residuals"].bytes) * 6 / 10)
+    tp = lambda plan: sum(float(x.calls) for x in sb.estimate(plan).exchanges if x.dim.value == "tp")  # noqa: E731
+    assert tp(par) == pytest.approx(tp(std) / 2)
+    assert float(sb.estimate(par).compute_s) < float(sb.estimate(std).compute_s)  # same FLOPs, wider GEMMs, fewer passes
+    assert float(par.hardware_flops_per_gpu) == float(std.hardware_flops_per_gpu)
+
+
 def test_recompute_adds_forward_operators():
     base = ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]
     t = {r: float(sb.estimate(sb.derive(sb.load("llama3-405b", base + [f"layout.recompute={r}"]))).compute_s)

@@ -113,6 +113,7 @@ def test_conversion_rules():
     # MegaScale adopts FlashAttention-2 (3.3); its Megatron-LM baseline runs FlashAttention-1, about half as fast
     assert mt.cluster.gpu.kernels.attention_bwd == pytest.approx(ms.cluster.gpu.kernels.attention_bwd / 2)
     assert mt.cluster.gpu.kernels.gemm == ms.cluster.gpu.kernels.gemm
+    assert ms.model.parallel_block and not mt.model.parallel_block  # MegaScale 3.1's parallel transformer block
     moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
     # the preset's EP overlap is MegaScale-MoE's; its Megatron-LM baseline hides no TP or EP (only DP/PP, per its notes)

@@ -79,9 +79,12 @@ def exchanges(plan: Plan) -> list[Exchange]:
 
     # TP: one all-reduce forward and one backward around attention and around the MLP, of
     # b*(s/c)*h elements (formulas.md 3.1); with SP each is a reduce-scatter + all-gather (same
-    # bytes); full recompute repeats the forward ones. Experts without expert TP skip the MLP pair.
+    # bytes); full recompute repeats the forward ones. Experts without expert TP skip the MLP pair,
+    # and a parallel block has one pair for both.
     S_tp = b * (s / c) * h * w.activations
     tp_mlp_layers = plan.layers_per_gpu - plan.moe_layers_per_gpu * (plan.expert_tp == 1)
+    if m.parallel_block and m.moe is None and m.mla is None:
+        tp_mlp_layers = 0 * tp_mlp_layers  # attention and MLP share one pair around the block
     ar_calls = (2 + full) * mbs * (plan.layers_per_gpu + tp_mlp_layers)
     sp = plan.sequence_parallel
     tp_args = dict(group=t, S=S_tp, q=plan.q["tp"], tier=plan.tier["tp"])

@@ -83,6 +83,10 @@ class Model(Frozen):
     dropout: bool = False
     """Dropout on attention scores and layer outputs (GPT-3/Megatron): its 1-byte masks are stored
     for backward (Korthikanti22 4.1). Llama 3 and DeepSeek-V3 train without dropout."""
+    parallel_block: bool = False
+    """Attention and MLP read the same normalized input and add into one residual (GPT-J; PaLM 2;
+    MegaScale 3.1): one norm, one TP collective pair per layer, and QKV fused with MLP-up and the
+    attention output with MLP-down into two GEMMs. Dense MLP and standard attention only."""
     mtp_layers: int = Field(0, ge=0)
     """Multi-token-prediction modules (DeepSeek-V3: 1): each adds one layer and one LM head
     to the FLOPs and one pipeline slot; their parameters are not counted (as in the 671B figure)."""

@@ -101,6 +101,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
     sp = np.asarray(sp, bool)
     g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
     ops: list[Op] = []
+    fused = model.parallel_block and model.moe is None and model.mla is None
 
     # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
     if model.mla is not None:
@@ -116,9 +117,11 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         rope_width = a * ml.qk_rope_head_dim / t + ml.qk_rope_head_dim
     else:
         d_qk = d_v = model.head_width
-        ops.append(gemm("qkv", T, (a + 2 * model.kv_heads) * d_qk / t, h, 1, **g))
+        if not fused:
+            ops.append(gemm("qkv", T, (a + 2 * model.kv_heads) * d_qk / t, h, 1, **g))
         rope_width = (a + model.kv_heads) * d_qk / t
-    ops.append(gemm("attention out", T, a * d_v / t, h, 1, **g))
+    if not fused:
+        ops.append(gemm("attention out", T, a * d_v / t, h, 1, **g))
 
     if flash:
         # attention core: causal FlashAttention computes about half the s x s blocks
@@ -135,7 +138,12 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
     up_mult = 2 if gated else 1
     moe = model.moe
     dense_share = 1.0 - (model.moe_layers / model.num_layers if moe is not None else 0.0)
-    if dense_share > 0:
+    if fused:  # one GEMM for QKV and MLP-up on the shared input, one for both outputs into the residual
+        f = model.ffn_size
+        ops.append(gemm("qkv + mlp up", T, ((a + 2 * model.kv_heads) * d_qk + up_mult * f) / t, h, 1, **g))
+        ops.append(gemm("attention out + mlp down", T, h, (a * d_v + f) / t, 1, **g))
+        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * (3 if gated else 2), kernels, hbm_Bps))
+    elif dense_share > 0:
         f = model.ffn_size
         ops.append(gemm("mlp up", T, up_mult * f / t, h, 1, share=dense_share, **g))
         ops.append(gemm("mlp down", T, h, f / t, 1, share=dense_share, **g))
@@ -160,9 +168,11 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
             ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
 
     # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K;
-    # with SP the norms and residuals see T / t tokens (Korthikanti §4.2.2)
+    # a parallel block has one norm and one add of three; with SP the norms and residuals see T / t
+    # tokens (Korthikanti §4.2.2)
     T_sp = np.where(sp, T / t, T)
-    ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * (2 * 2 + 2 * 3), kernels, hbm_Bps))
+    passes = 1 * 2 + 1 * 4 if fused else 2 * 2 + 2 * 3
+    ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * passes, kernels, hbm_Bps))
     ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
     if model.dropout:
         ops.append(memory_op("dropout", T_sp * h * 2 * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))

@@ -21,7 +21,9 @@ Rules, the same for every run (no per-run constants):
   (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
   preset's overlap for its own framework never carries over to the baseline. MegaScale's
   Megatron-LM baseline runs FlashAttention-1 (FlashAttention-2 is one of MegaScale's own operators,
-  §3.3), at half FlashAttention-2's rate (Dao 2023: about 2x on A100).
+  §3.3), at half FlashAttention-2's rate (Dao 2023: about 2x on A100). MegaScale's own rows use
+  its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
+  is not stated).
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -248,6 +250,7 @@ def to_case(run: dict) -> Case:
         ov.update(tp=1.0, cp=1.0, ep=1.0)
     elif "megascale" in fw:
         ov.update(tp=1.0)
+        model["parallel_block"] = True  # MegaScale 3.1: parallel transformer block (its window for SWA is not stated)
     elif "megatron" in fw:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in _text(run.get("notes")):
