@@ -96,6 +96,14 @@ class CPKind(StrEnum):
     RING = "ring"
 
 
+class EPKind(StrEnum):
+    """Expert-parallel token exchange: all-to-all (Megatron, DeepSeek) or all-gather of the EP group's
+    tokens and reduce-scatter of the outputs (MegaScale-MoE 3.2, Fig. 9)."""
+
+    ALL_TO_ALL = "all-to-all"
+    ALL_GATHER = "all-gather"
+
+
 class RateScope(StrEnum):
     """What an achieved FLOP/s figure covers.
 

@@ -152,3 +152,19 @@ def test_a_stated_rate_already_contains_its_own_overlap():
     assert b.plan.rate_source == "stated" and b.plan.comm_sm_share == 0.0
     assert float(b.contention_s) == 0.0
     assert one("llama3-405b", *KERNEL, "overlap.comm_sm_share=0.1").plan.comm_sm_share == 0.1
+
+
+def test_all_gather_ep_moves_every_token_to_every_rank():
+    # MegaScale-MoE 3.2: all-gather the EP group's tokens instead of sending k copies: ep / k times the bytes
+    def ep(*sets):
+        b = one("megascale-moe-352b", *sets)
+        xs = [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0]
+        return xs, b
+    a2a, _ = ep()
+    ag, b = ep("layout.ep_kind=all-gather")
+    assert [x.collective.value for x in ag] == ["all-gather", "reduce-scatter"]
+    e, k = b.plan.scenario.layout.ep, b.plan.scenario.model.moe.top_k
+    for x, y in zip(a2a, ag):
+        assert float(y.bytes_per_gpu) == pytest.approx(float(x.bytes_per_gpu) * e / k)
+    permute = lambda bud: next(o for o in bud.plan.operators if o.name == "experts activation + permute")  # noqa: E731
+    assert float(permute(b).bytes) > float(permute(one("megascale-moe-352b")).bytes)

@@ -116,6 +116,7 @@ def test_conversion_rules():
     assert ms.model.parallel_block and not mt.model.parallel_block  # MegaScale 3.1's parallel transformer block
     moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
+    assert moe.layout.ep_kind == "all-gather"  # MegaScale-MoE Fig. 9: AG + scatter, gather + RS
     # the preset's EP overlap is MegaScale-MoE's; its Megatron-LM baseline hides no TP or EP (only DP/PP, per its notes)
     base = to_case(RUNS["megascale_moe_table3_352B_megatron_240gpu"]).scenario
     assert (base.overlap.tp, base.overlap.ep, base.overlap.dp) == (0.0, 0.0, "auto") and moe.overlap.ep == 1.0

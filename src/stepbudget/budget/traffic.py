@@ -14,7 +14,7 @@ import numpy as np
 from stepbudget.a2a.routing import busiest_gpu_factor
 from stepbudget.budget.collectives import HIERARCHICAL, call_cost
 from stepbudget.budget.pipeline import parameter_copies
-from stepbudget.enums import Axis, Collective
+from stepbudget.enums import Axis, Collective, EPKind
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
@@ -150,7 +150,16 @@ def exchanges(plan: Plan) -> list[Exchange]:
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
     # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts
-    if m.moe is not None:
+    if m.moe is not None and sc.layout.ep_kind == EPKind.ALL_GATHER:
+        # MegaScale-MoE 3.2 (Fig. 9): gather the EP group's tokens, pick the local experts' rows; the
+        # outputs are reduce-scattered back: every token once to every rank, not k copies to some
+        tokens = b * s / (c * t)
+        passes = plan.moe_layers_per_gpu * mbs * (2 + full)
+        for coll, what, wb in ((Collective.ALL_GATHER, "tokens (dispatch)", w.dispatch),
+                               (Collective.REDUCE_SCATTER, "tokens (combine)", w.combine)):
+            out.append(_exchange(plan, Axis.EP, coll, what, True, group=e, S=e * tokens * h * wb, calls=passes,
+                                 q=plan.q["ep"], tier=plan.tier["ep"]))
+    elif m.moe is not None:
         k = m.moe.top_k
         tokens = b * s / (c * t)
         passes = plan.moe_layers_per_gpu * mbs * (2 + full)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from stepbudget.enums import Axis, CPKind, DataParallel, Recompute, Schedule
+from stepbudget.enums import Axis, CPKind, DataParallel, EPKind, Recompute, Schedule
 from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
 
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
@@ -39,6 +39,9 @@ class Layout(Frozen):
     """Megatron sequence parallelism with TP (same bytes, reduce-scatter + all-gather)."""
     cp_kind: CPKind = CPKind.ALL_GATHER
     """Context-parallel exchange: all-gather of K,V (Llama 3) or ring attention."""
+    ep_kind: EPKind = EPKind.ALL_TO_ALL
+    """Expert-parallel exchange: all-to-all of each token's k copies, or all-gather of the EP group's
+    tokens and reduce-scatter of the outputs (MegaScale-MoE: cheaper to run, ep/k times the bytes)."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation."""
     flash_attention: bool = True

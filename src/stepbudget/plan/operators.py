@@ -94,7 +94,7 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
 
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
               gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False,
-              flash: bool = True) -> list[Op]:
+              flash: bool = True, ep_gather: bool = False) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
     h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
@@ -159,9 +159,11 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         ops.append(gemm("router", T_moe, E, h, 1, share=share, **gating))
         ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
         ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
+        # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
+        gathered = 2 * ELEMENT_BYTES * T_moe * ep * h if ep_gather else 0.0
         ops.append(memory_op("experts activation + permute",
-                             ELEMENT_BYTES * T_moe * k * ((3 if gated else 2) * fe / etp + 4 * h), kernels, hbm_Bps,
-                             share=share))
+                             ELEMENT_BYTES * T_moe * k * ((3 if gated else 2) * fe / etp + 4 * h) + gathered, kernels,
+                             hbm_Bps, share=share))
         if moe.shared_experts:
             fs = moe.shared_experts * (moe.shared_ffn_size or fe)
             ops.append(gemm("shared up", T, up_mult * fs / t, h, 1, share=share, **g))

@@ -17,7 +17,8 @@ Rules, the same for every run (no per-run constants):
 - **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
   (Megatron-LM ``arguments.py`` forces it). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
   communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
-  compute (§4.1-4.2); Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
+  compute (§4.1-4.2) and exchanges tokens by all-gather and reduce-scatter (§3.2, Fig. 9);
+  Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
   (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
   preset's overlap for its own framework never carries over to the baseline. MegaScale's
   Megatron-LM baseline runs FlashAttention-1 (FlashAttention-2 is one of MegaScale's own operators,
@@ -248,6 +249,7 @@ def to_case(run: dict) -> Case:
     ov = data.setdefault("overlap", {})
     if "megascale-moe" in fw:
         ov.update(tp=1.0, cp=1.0, ep=1.0)
+        out["ep_kind"] = "all-gather"  # §3.2, Fig. 9: AG + scatter + GroupedGEMM, GroupedGEMM + gather + RS
     elif "megascale" in fw:
         ov.update(tp=1.0)
         model["parallel_block"] = True  # MegaScale 3.1: parallel transformer block (its window for SWA is not stated)
