@@ -56,6 +56,7 @@ def test_bad_layout_and_values(args, words):
         (("layout.ep=48",), ["layout.ep", "divide", "256"]),
         (("layout.ep=512",), ["layout.ep", "256"]),
         (("model.moe.top_k=300",), ["model.moe.top_k", "num_experts"]),
+        (("model.parallel_block=true",), ["model.parallel_block", "dense MLP", "false"]),
     ],
 )
 def test_bad_expert_parallelism(sets, words):

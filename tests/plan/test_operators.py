@@ -203,11 +203,20 @@ def test_a_parallel_block_fuses_the_projections_and_halves_the_tp_pairs():
     a, b = {o.name: o for o in std.operators}, {o.name: o for o in par.operators}
     assert float(b["qkv + mlp up"].flops) == pytest.approx(float(a["qkv"].flops + a["mlp up"].flops))
     assert float(b["attention out + mlp down"].flops) == pytest.approx(float(a["attention out"].flops + a["mlp down"].flops))
-    assert float(b["norms + residuals"].bytes) == pytest.approx(float(a["norms + residuals"].bytes) * 6 / 10)
+    assert float(b["norms + residuals"].bytes) == pytest.approx(float(a["norms + residuals"].bytes) * 5 / 10)
     tp = lambda plan: sum(float(x.calls) for x in sb.estimate(plan).exchanges if x.dim.value == "tp")  # noqa: E731
     assert tp(par) == pytest.approx(tp(std) / 2)
     assert float(sb.estimate(par).compute_s) < float(sb.estimate(std).compute_s)  # same FLOPs, wider GEMMs, fewer passes
-    assert float(par.hardware_flops_per_gpu) == float(std.hardware_flops_per_gpu)
+
+
+def test_stored_scores_attention_is_one_batched_kernel_per_pass_over_every_sequence():
+    one = {o.name: o for o in sb.derive(sb.load("megascale-175b", ["layout.flash_attention=false"])).operators}
+    two = {o.name: o for o in sb.derive(sb.load("megascale-175b", ["layout.flash_attention=false",
+                                                                 "layout.micro_batch=2"])).operators}
+    a, b = one["attention core"], two["attention core"]
+    assert float(b.flops) == pytest.approx(2 * float(a.flops))  # two sequences of s x s, not one of 2s x s
+    # two batched GEMMs and a softmax, one launch each, forward; compute scales with the sequences
+    assert float(b.fwd_s - 3 * 5e-6) == pytest.approx(2 * float(a.fwd_s - 3 * 5e-6), rel=0.01)
 
 
 def test_recompute_adds_forward_operators():

@@ -90,10 +90,14 @@ def test_gpu_generation_uses_the_new_peak_at_the_same_efficiency(chapter):
 @pytest.mark.parametrize("preset", ["llama3-405b", "megascale-175b"])  # a stated rate; the operator model
 def test_a_change_to_the_same_value_changes_nothing(preset):
     base, same = whatif(preset, [], [("same", ("layout.micro_batch=1",))])
-    # variants run at the base's average kernel rate: the operator model's optimizer step then sits inside
-    # the compute window, a few parts per million of the step
-    assert float(same.budget.step_s) == pytest.approx(float(base.budget.step_s), rel=1e-5)
+    assert float(same.budget.step_s) == pytest.approx(float(base.budget.step_s), rel=1e-12)
     assert same.budget.plan.comm_sm_share == base.budget.plan.comm_sm_share
+
+
+def test_operator_model_variants_are_timed_by_their_own_operators():
+    base, stored = whatif("megascale-175b", [], [("scores", ("layout.flash_attention=false",))])
+    assert stored.budget.plan.rate_source == "operators"
+    assert float(stored.budget.compute_s) > float(base.budget.compute_s) * 1.05  # the s x s scores cost time
 
 
 def test_a_variant_that_sets_its_rate_keeps_it():

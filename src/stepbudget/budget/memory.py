@@ -127,9 +127,10 @@ def memory_per_gpu(plan: Plan) -> Memory:
             optimizer_bytes=pr.optimizer_bytes, master_weights=pr.master_weights,
             layer_params=per_layer, gathered_layers=gathered_layers,
         )
+        # DualPipe's two copies of a stage live on twice the ranks, which share its sharded state
         for key, psi, group, per_layer in (
-            ("dense", psi_dense, plan.dp_group, layer_dense / plan.tp),
-            ("expert", psi_expert, plan.expert_dp_group, layer_expert / (plan.ep * plan.expert_tp)),
+            ("dense", psi_dense, plan.dp_group * copies, layer_dense / plan.tp),
+            ("expert", psi_expert, plan.expert_dp_group * copies, layer_expert / (plan.ep * plan.expert_tp)),
         )
     }
     s = model.seq_len / plan.cp

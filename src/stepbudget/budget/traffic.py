@@ -83,7 +83,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
     # and a parallel block has one pair for both.
     S_tp = b * (s / c) * h * w.activations
     tp_mlp_layers = plan.layers_per_gpu - plan.moe_layers_per_gpu * (plan.expert_tp == 1)
-    if m.parallel_block and m.moe is None and m.mla is None:
+    if m.parallel_block:
         tp_mlp_layers = 0 * tp_mlp_layers  # attention and MLP share one pair around the block
     ar_calls = (2 + full) * mbs * (plan.layers_per_gpu + tp_mlp_layers)
     sp = plan.sequence_parallel

@@ -108,6 +108,9 @@ class Model(Frozen):
                 f"model.head_dim: hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}; "
                 "set head_dim explicitly"
             )
+        if self.parallel_block and (self.moe is not None or self.mla is not None):
+            raise ValueError("model.parallel_block: a parallel block needs a dense MLP and standard attention; "
+                             "set it to false for MoE or MLA models")
         if self.moe and self.moe.first_dense_layers > self.num_layers:
             raise ValueError(
                 f"model.moe.first_dense_layers: {self.moe.first_dense_layers} exceeds num_layers {self.num_layers}"

@@ -227,7 +227,8 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
                   grad_bytes=pr.grad_buffer or pr.grads, fp8=fp8)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
     layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock,
-                      flash=sc.layout.flash_attention, ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, **common)
+                      flash=sc.layout.flash_attention, ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=mb,
+                      **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full

@@ -50,7 +50,7 @@ def _shape_factor(x, half: float) -> np.ndarray:
 
 
 def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_bytes=ELEMENT_BYTES, fp8=False,
-         share=1.0) -> Op:
+         share=1.0, launches=None) -> Op:
     """``count`` GEMMs of (M x K) @ (K x N) with a K x N weight: 2MNK FLOPs each, operands read and the
     result written once. The backward runs the same FLOPs twice (Korthikanti App. A): dgrad writes an
     M x K result, wgrad accumulates into the weight's gradient buffer (``grad_bytes`` per element, read
@@ -60,14 +60,15 @@ def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_b
     its activation operands in a pass of their own (DeepSeek-V3 3.5.2: BF16 activations are read from
     HBM, quantized and written back; for the backward they are read again, transposed and
     re-quantized): X and dY read as BF16 and written as FP8 (3 bytes an element), then X and dY
-    re-quantized transposed for the wgrad (2 bytes)."""
+    re-quantized transposed for the wgrad (2 bytes). ``launches``: kernels per pass (default one per
+    GEMM; a batched GEMM is one)."""
     M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
     flops = 2 * M * N * K * count
     eff = gemm_eff * _shape_factor(M, kernels.gemm_half_dim) * _shape_factor(N, kernels.gemm_half_dim) \
         * _shape_factor(K, kernels.gemm_half_dim)
     math = flops / (peak * eff)
     hbm = hbm_Bps * kernels.hbm
-    launch = kernels.kernel_overhead_s * count
+    launch = kernels.kernel_overhead_s * (count if launches is None else launches)
 
     def timed(reads, writes):  # roofline, Williams et al. 2009; a serial epilogue adds its writes
         if kernels.epilogue_overlap:
@@ -94,14 +95,14 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
 
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
               gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False,
-              flash: bool = True, ep_gather: bool = False) -> list[Op]:
+              flash: bool = True, ep_gather: bool = False, mb=1) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
     h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
     sp = np.asarray(sp, bool)
     g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
     ops: list[Op] = []
-    fused = model.parallel_block and model.moe is None and model.mla is None
+    fused = model.parallel_block
 
     # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
     if model.mla is not None:
@@ -131,7 +132,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
         ops.append(Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd))
     else:
-        ops.append(_unfused_core(model, T, s_kv, a / t, d_qk, d_v, kernels, peak_bf16, hbm_Bps))
+        ops.append(_unfused_core(model, T, s_kv, a / t, d_qk, d_v, kernels, peak_bf16, hbm_Bps, mb))
 
     # MLP: dense layers, and the MoE layers' routed and shared experts
     gated = model.activation == Activation.SWIGLU
@@ -160,7 +161,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
         ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
         # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
-        gathered = 2 * ELEMENT_BYTES * T_moe * ep * h if ep_gather else 0.0
+        gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
         ops.append(memory_op("experts activation + permute",
                              ELEMENT_BYTES * T_moe * k * ((3 if gated else 2) * fe / etp + 4 * h) + gathered, kernels,
                              hbm_Bps, share=share))
@@ -170,27 +171,30 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
             ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
 
     # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K;
-    # a parallel block has one norm and one add of three; with SP the norms and residuals see T / t
-    # tokens (Korthikanti §4.2.2)
+    # a parallel block has one of each (its fused output GEMM already sums attention and MLP); with
+    # SP the norms and residuals see T / t tokens (Korthikanti §4.2.2)
     T_sp = np.where(sp, T / t, T)
-    passes = 1 * 2 + 1 * 4 if fused else 2 * 2 + 2 * 3
+    passes = 2 + 3 if fused else 2 * 2 + 2 * 3
     ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * passes, kernels, hbm_Bps))
     ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
     if model.dropout:
-        ops.append(memory_op("dropout", T_sp * h * 2 * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
+        ops.append(memory_op("dropout", T_sp * h * (1 if fused else 2) * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
     return ops
 
 
-def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, peak_bf16: float, hbm_Bps: float) -> Op:
+def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, peak_bf16: float, hbm_Bps: float,
+                  mb=1) -> Op:
     """Attention that stores its scores (Megatron before FlashAttention, Korthikanti 4.1): QK^T and PV as
     batched BF16 GEMMs over the whole s x s matrix (the causal mask is applied to computed scores), a
     fused scale-mask-softmax over the scores, and dropout on them when the model has it; one operator,
     so that selective recompute runs all of it again."""
     # both operands are activations: the "weight" gradients (dK, dV) are written once, not accumulated
     g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=1.0)
-    parts = [gemm("scores", T, s_kv, d_qk, heads, **g),
+    g.update(launches=1)  # one batched GEMM over the heads and sequences of the micro-batch
+    q = T / mb  # queries of one sequence on this GPU
+    parts = [gemm("scores", q, s_kv, d_qk, heads * mb, **g),
              memory_op("softmax", ELEMENT_BYTES * T * s_kv * heads * 2, kernels, hbm_Bps),  # read scores, write probs
-             gemm("values", T, d_v, s_kv, heads, **g)]
+             gemm("values", q, d_v, s_kv, heads * mb, **g)]
     if model.dropout:
         parts.append(memory_op("attention dropout", T * s_kv * heads * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
     flops, nbytes, fwd, bwd = (sum(getattr(op, f) for op in parts) for f in ("flops", "bytes", "fwd_s", "bwd_s"))

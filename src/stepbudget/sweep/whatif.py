@@ -1,10 +1,12 @@
 """What-if: the same job with a few fields changed, side by side (chapter 5.7, Panel 5.7).
 
 Each variant is the base scenario with ``KEY=VALUE`` overrides, validated like ``--set``.
-All variants run at the base's kernel efficiency: a whole-step rate is calibrated once on the
-base (calibrate.py) and carried to every variant as a share of its GPU's peak, so a variant
-that changes the GPU generation gets that GPU's peak, and a variant that changes the layout
-gets its own bubble. A variant that sets its own achieved rate keeps it.
+A base with a stated rate runs every variant at its kernel efficiency: a whole-step rate is
+calibrated once on the base (calibrate.py) and carried to every variant as a share of its GPU's
+peak, so a variant that changes the GPU generation gets that GPU's peak, and a variant that
+changes the layout gets its own bubble. A base timed by the operator model times every variant
+by its own operators (a new attention kernel or block shape shows). A variant that sets its own
+achieved rate keeps it.
 
 The traffic matrix of a variant is its bytes per GPU per step, by dimension and by link.
 """
@@ -73,15 +75,12 @@ def parse_vary(text: str) -> tuple[str, ...]:
     return items
 
 
-def _at_fraction(sc: Scenario, fraction: float, sm_share: float, changes: tuple[str, ...]) -> Scenario:
+def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Scenario:
     if any(c.startswith(("cluster.achieved", "cluster.rate_scope")) for c in changes):
         return sc  # the variant says what rate it runs at
     cluster = sc.cluster.model_copy(update={"achieved_flops": None, "achieved_fraction": fraction,
                                             "rate_scope": RateScope.KERNEL})
-    update = {"cluster": cluster}
-    if sc.overlap.comm_sm_share == "auto":  # the base's resolved share, not a stated rate's none
-        update["overlap"] = sc.overlap.model_copy(update={"comm_sm_share": sm_share})
-    return sc.model_copy(update=update)
+    return sc.model_copy(update={"cluster": cluster})
 
 
 def _peak(sc: Scenario) -> float:
@@ -89,15 +88,18 @@ def _peak(sc: Scenario) -> float:
 
 
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
-    """The base (``ref`` with ``sets``) and each named variant, evaluated at the base's kernel efficiency."""
+    """The base (``ref`` with ``sets``) and each named variant: at the base's kernel efficiency when the base
+    states its rate, by their own operators when the operator model times the base."""
     base, _ = kernel_scenario(load(ref, sets))
     base_plan = derive(base)
     fraction = float(base_plan.flops_rate) / _peak(base)
+    by_operators = base_plan.rate_source == "operators"  # then every variant times its own operators
     out = []
     for name, changes in [("base", ())] + list(variants):
         try:
-            sc = base if not changes else _at_fraction(load(ref, [*sets, *changes]), fraction,
-                                                       base_plan.comm_sm_share, changes)
+            sc = load(ref, [*sets, *changes]) if changes else base
+            if changes and not by_operators:
+                sc = _at_fraction(sc, fraction, changes)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name!r}: {e}") from None
         plan = derive(sc)

@@ -46,7 +46,8 @@ MFU_CONVENTION = {
     "DeepSeek-V3": "noncausal",  # ISCA'25 Table 4 quotes 43.73 % non-causal (38.94 % causal)
     "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
     "Korthikanti et al.": "noncausal",  # Eq. 7: 72 B L s h^2 (1 + s/6h + v/12hL), the full score matrix
-    "Narayanan et al.": "noncausal",  # Eq. 3 counts the full score matrix (and the recompute pass)
+    # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
+    # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
 }
 """FLOP convention of each source's MFU and TFLOP/s figures."""
 

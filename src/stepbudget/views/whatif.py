@@ -34,8 +34,9 @@ def _ratio(value: float, base: float) -> str:
 
 def whatif_table(variants: list[Variant]) -> Table:
     base = variants[0]
-    t = Table(title=f"What if: {base.scenario.name} and {len(variants) - 1} variant(s), at the base's kernel efficiency",
-              title_justify="left")
+    how = ("each timed by its operators" if base.budget.plan.rate_source == "operators"
+           else "at the base's kernel efficiency")
+    t = Table(title=f"What if: {base.scenario.name} and {len(variants) - 1} variant(s), {how}", title_justify="left")
     t.add_column("", style="bold")
     for v in variants:
         t.add_column(v.name, justify="right", max_width=22, overflow="fold")
