@@ -82,7 +82,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
         raise ScenarioError(f"model.moe: {sc.name} is a dense model; add model.moe (experts, top_k) or pick an MoE preset")
     moe, lay, cl = model.moe, sc.layout, sc.cluster
     plan = derive(sc)
-    peak = cl.peak_fp8 if sc.precision.gemm == "fp8" else cl.gpu.peak_bf16_flops
+    peak = sc.peak_gemm_flops
     ep = lay.ep
     swiglu = model.activation == Activation.SWIGLU
     f = moe.expert_ffn_size

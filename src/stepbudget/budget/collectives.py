@@ -15,7 +15,7 @@ import numpy as np
 
 from stepbudget.enums import Collective
 
-# algorithm codes: an int array so a sweep can mix them
+# algorithm codes (layout.dp_ring is one per scenario, so a sweep never mixes them)
 HIERARCHICAL, FLAT, TREE, IN_NETWORK = 0, 1, 2, 3
 ALGORITHM_CODES = {"hierarchical": HIERARCHICAL, "flat": FLAT, "tree": TREE, "in-network": IN_NETWORK}
 
@@ -57,7 +57,9 @@ def ring_steps(collective: Collective, n) -> np.ndarray:
 
 def _link_bytes(collective: Collective, algorithm: int, S, q, nodes, spans, total):
     """(NVLink bytes, NIC bytes) one GPU sends per call under ``algorithm`` (before masking single-node groups)."""
-    if algorithm == FLAT:  # flat ring: every neighbour on another node (the chapter's case)
+    one_tier = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.ALL_TO_ALL)
+    if algorithm == FLAT or collective not in one_tier:
+        # flat ring: every neighbour on another node (the chapter's case); send/recv, broadcast: one tier
         return np.where(spans, 0.0, total), np.where(spans, total, 0.0)
     if collective == Collective.ALL_REDUCE:
         if algorithm == TREE:  # double binary tree: 2S sent per rank; a node's q NICs share it (formulas.md 1.3)
@@ -69,10 +71,8 @@ def _link_bytes(collective: Collective, algorithm: int, S, q, nodes, spans, tota
     if collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
         # tree/NVLS do not apply (NCCL issue #1506): the hierarchical split
         return (q - 1) / q * S, (nodes - 1) / nodes * S / q
-    if collective == Collective.ALL_TO_ALL:
-        n = nodes * q
-        return (q - 1) / n * S, (n - q) / n * S  # peers in the node; peers elsewhere through this GPU's NIC
-    return np.where(spans, 0.0, total), np.where(spans, total, 0.0)  # send/recv, broadcast: one tier
+    n = nodes * q  # all-to-all
+    return (q - 1) / n * S, (n - q) / n * S  # peers in the node; peers elsewhere through this GPU's NIC
 
 
 def call_cost(
@@ -93,22 +93,16 @@ def call_cost(
     NCCL's ring model: intra-node steps at the NVLink latency, 2(N-1) (all-reduce) or N-1 steps
     at the network latency (formulas.md 1.6).
     """
-    S, n, q, algorithm = (np.asarray(x, dtype=float) for x in (S, n, q, algorithm))
+    S, n, q = (np.asarray(x, dtype=float) for x in (S, n, q))
+    algorithm = int(algorithm)
     nodes = n / q
     spans = nodes > 1
     total = ring_factor(collective, n) * S
     is_ar = collective == Collective.ALL_REDUCE
-    if algorithm.ndim == 0:  # one algorithm for every layout (the usual case): compute only its branch
-        nvlink, nic = _link_bytes(collective, int(algorithm), S, q, nodes, spans, total)
-        is_tree, is_innet = algorithm == TREE, algorithm == IN_NETWORK
-    else:
-        split = {a: _link_bytes(collective, a, S, q, nodes, spans, total) for a in (HIERARCHICAL, FLAT, TREE, IN_NETWORK)}
-        is_flat, is_tree, is_innet = algorithm == FLAT, algorithm == TREE, algorithm == IN_NETWORK
-        pick = lambda k: np.where(is_flat, split[FLAT][k], np.where(is_tree, split[TREE][k],  # noqa: E731
-                                  np.where(is_innet, split[IN_NETWORK][k], split[HIERARCHICAL][k])))
-        nvlink, nic = pick(0), pick(1)
+    nvlink, nic = _link_bytes(collective, algorithm, S, q, nodes, spans, total)
+    is_tree, is_innet = algorithm == TREE, algorithm == IN_NETWORK
     nic = np.where(spans, nic, 0.0)
-    bytes_per_gpu = np.where(is_tree & is_ar, 2 * S, total)
+    bytes_per_gpu = 2 * S * np.ones_like(total) if is_tree and is_ar else total
 
     bandwidth_s = np.maximum(nvlink / nvlink_Bps, nic / nic_Bps)
 
@@ -116,10 +110,10 @@ def call_cost(
     inter = np.where(spans, (2 if is_ar else 1) * (nodes - 1), 0.0)
     inter = np.minimum(inter, steps)
     ring_lat = (steps - inter) * nvlink_latency_s + inter * nic_latency_s
-    if not is_ar or not (np.any(is_tree) or np.any(is_innet)):
-        latency_s = ring_lat
+    if is_ar and is_tree:
+        latency_s = 2 * ((q - 1) * nvlink_latency_s + np.log2(np.maximum(nodes, 1)) * nic_latency_s)
+    elif is_ar and is_innet:
+        latency_s = nvlink_latency_s + np.where(spans, nic_latency_s, 0.0)
     else:
-        tree_lat = 2 * ((q - 1) * nvlink_latency_s + np.log2(np.maximum(nodes, 1)) * nic_latency_s)
-        innet_lat = nvlink_latency_s + np.where(spans, nic_latency_s, 0.0)
-        latency_s = np.where(is_tree, tree_lat, np.where(is_innet, innet_lat, ring_lat))
+        latency_s = ring_lat
     return CallCost(bytes_per_gpu, nvlink, nic, bandwidth_s, latency_s)

@@ -16,10 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
-from stepbudget.enums import Activation, DataParallel
+from stepbudget.enums import DataParallel
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
-from stepbudget.plan.memory import DP_KIND_CODES, activation_bytes_extras, layer_activation_bytes, model_state_bytes
+from stepbudget.plan.memory import (
+    DP_KIND_CODES,
+    activation_bytes_extras,
+    activation_bytes_first_stage,
+    layer_activation_bytes,
+    model_state_bytes,
+)
 
 COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras")
 """Fields of ``Memory`` that add up to ``total``, in the order the views print them."""
@@ -68,8 +74,7 @@ class Memory:
 
 
 def _mlp_width(model: Model, d_ff: float) -> float:
-    # stored intermediates per token: SwiGLU gate, up and product; GeLU input and output (Korthikanti 4.1)
-    return (3 if model.activation == Activation.SWIGLU else 2) * d_ff
+    return model.mlp_intermediates * d_ff  # stored intermediates per token
 
 
 def layer_widths(model: Model) -> dict[str, float]:
@@ -123,7 +128,7 @@ def memory_per_gpu(plan: Plan) -> Memory:
     state = {
         key: model_state_bytes(
             psi, group, plan.dp_kind,
-            grad_bytes=pr.grad_buffer or pr.grads, param_bytes=pr.params,
+            grad_bytes=pr.grad_buffer_bytes, param_bytes=pr.params,
             optimizer_bytes=pr.optimizer_bytes, master_weights=pr.master_weights,
             layer_params=per_layer, gathered_layers=gathered_layers,
         )
@@ -144,13 +149,13 @@ def memory_per_gpu(plan: Plan) -> Memory:
     d, e = state["dense"], state["expert"]
     # FSDP without reshard keeps whole gradients through the step and reduce-scatters once (traffic.py)
     whole_grads = (plan.dp_kind == DP_KIND_CODES[DataParallel.FSDP]) & ~plan.reshard
-    w_g = pr.grad_buffer or pr.grads
+    w_g = pr.grad_buffer_bytes
     grads = np.where(whole_grads, w_g * (psi_dense + psi_expert), d.grads + e.grads)
     return Memory(
         plan=plan,
         params=d.params + e.params, grads=grads, optimizer=d.optimizer + e.optimizer,
         gathered=d.gathered + e.gathered,
-        activations=per_layer * layers * inflight * pr.saved_activations / 2,  # counts assume BF16
+        activations=activation_bytes_first_stage(per_layer, layers, inflight) * pr.saved_activations / 2,  # counts assume BF16
         extras=extras,
         layers=layers, inflight=inflight,
         capacity=float(sc.cluster.gpu.hbm_bytes),

@@ -34,6 +34,7 @@ import numpy as np
 from stepbudget.enums import Schedule
 
 __all__ = [
+    "DUALPIPE_CODE",
     "SCHEDULE_BY_CODE",
     "SCHEDULE_CODES",
     "SCHEDULE_REASONS",
@@ -45,6 +46,7 @@ __all__ = [
     "step_compute_s",
     "inflight_microbatches",
     "parameter_copies",
+    "dualpipe_unpaired",
     "schedule_reason",
     "schedule_valid",
     "check_schedule",
@@ -65,7 +67,7 @@ _1F1B = SCHEDULE_CODES[Schedule.ONE_F_ONE_B]
 _INTERLEAVED = SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B]
 _ZB_H1 = SCHEDULE_CODES[Schedule.ZB_H1]
 _ZB_H2 = SCHEDULE_CODES[Schedule.ZB_H2]
-_DUALPIPE = SCHEDULE_CODES[Schedule.DUALPIPE]
+_DUALPIPE = DUALPIPE_CODE = SCHEDULE_CODES[Schedule.DUALPIPE]
 SCHEDULE_BY_CODE: dict[int, Schedule] = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
 
 BACKWARD_RATIO = 2.0

@@ -129,7 +129,7 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
         elif x.dim == Axis.EP:
             # DualPipe hides a chunk's all-to-all behind the paired chunk of the other direction; the
             # warm-up forwards and cool-down backwards run unpaired (pipeline.dualpipe_unpaired)
-            paired = 1 - np.where(plan.schedule == pipeline.SCHEDULE_CODES[pipeline.Schedule.DUALPIPE],
+            paired = 1 - np.where(plan.schedule == pipeline.DUALPIPE_CODE,
                                   pipeline.dualpipe_unpaired(plan.pp, plan.microbatches), 0.0)
             want = _phi(setting, 0.0) * T * paired
         else:
@@ -145,10 +145,11 @@ def estimate(plan: Plan) -> Budget:
     xs = exchanges(plan)
     comp = _compute_s(plan)
     # exchanges hide behind the micro-batches' compute, not behind the optimizer step that waits for them
-    exposed, hidden = _exposed(plan, xs, comp - plan.optimizer_s)
+    passes_s = comp - plan.optimizer_s
+    exposed, hidden = _exposed(plan, xs, passes_s)
     # the bubble idles a stage for (p-1)/(v m) of everything on its micro-batches' critical path:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
-    per_microbatch = comp - plan.optimizer_s + sum(e for x, e in zip(xs, exposed) if x.critical)
+    per_microbatch = passes_s + sum(e for x, e in zip(xs, exposed) if x.critical)
     bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v) * per_microbatch
     in_rate = plan.rate_scope == RateScope.STEP
     # communication kernels that run beside compute hold a share of the SMs for as long as they run

@@ -7,7 +7,7 @@ Degrees of 1 give zero calls; views drop those rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -150,48 +150,47 @@ def exchanges(plan: Plan) -> list[Exchange]:
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
     # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts
-    if m.moe is not None and sc.layout.ep_kind == EPKind.ALL_GATHER:
+    if m.moe is None:
+        return out
+    tokens = b * s / (c * t)
+    passes = plan.moe_layers_per_gpu * mbs * (2 + full)
+    ep_args = dict(group=e, calls=passes, q=plan.q["ep"], tier=plan.tier["ep"])
+    if sc.layout.ep_kind == EPKind.ALL_GATHER:
         # MegaScale-MoE 3.2 (Fig. 9): gather the EP group's tokens, pick the local experts' rows; the
         # outputs are reduce-scattered back: every token once to every rank, not k copies to some
-        tokens = b * s / (c * t)
-        passes = plan.moe_layers_per_gpu * mbs * (2 + full)
         for coll, what, wb in ((Collective.ALL_GATHER, "tokens (dispatch)", w.dispatch),
                                (Collective.REDUCE_SCATTER, "tokens (combine)", w.combine)):
-            out.append(_exchange(plan, Axis.EP, coll, what, True, group=e, S=e * tokens * h * wb, calls=passes,
-                                 q=plan.q["ep"], tier=plan.tier["ep"]))
-    elif m.moe is not None:
-        k = m.moe.top_k
-        tokens = b * s / (c * t)
-        passes = plan.moe_layers_per_gpu * mbs * (2 + full)
-        for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
-            x = _exchange(plan, Axis.EP, Collective.ALL_TO_ALL, what, True, group=e, S=tokens * k * h * wb,
-                          calls=passes, q=plan.q["ep"], tier=plan.tier["ep"])
-            if m.moe.node_limit is not None:
-                x = _node_limited(plan, x, tokens * h * wb * passes, m.moe.node_limit)
-            out.append(_skewed(x, _busiest(m, plan.ep)))
+            out.append(_exchange(plan, Axis.EP, coll, what, True, S=e * tokens * h * wb, **ep_args))
+        return out
+    busiest = _busiest(m, plan.ep)
+    for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
+        x = _exchange(plan, Axis.EP, Collective.ALL_TO_ALL, what, True, S=tokens * m.moe.top_k * h * wb, **ep_args)
+        if m.moe.node_limit is not None:
+            x = _node_limited(plan, x, tokens * h * wb * passes, m.moe.node_limit)
+        out.append(_skewed(x, busiest))
     return out
 
 
 def _busiest(model, ep) -> np.ndarray:
     """Busiest GPU's share of the all-to-all over the mean, per layout (a2a/routing.py, same traffic model)."""
     ep = np.asarray(ep)
-    values = {int(e): busiest_gpu_factor(model.moe.num_experts, model.moe.top_k, int(e), model.moe.popularity_skew)
-              for e in np.unique(ep)}
-    return np.vectorize(values.__getitem__, otypes=[float])(ep) if ep.ndim else np.asarray(values[int(ep)])
+    degrees, where = np.unique(ep, return_inverse=True)
+    values = np.array([busiest_gpu_factor(model.moe.num_experts, model.moe.top_k, int(d), model.moe.popularity_skew)
+                       for d in degrees])
+    return values[where].reshape(ep.shape)
+
+
+def _retimed(x: Exchange, bw, **changes) -> Exchange:
+    """``x`` with a new bandwidth time (its latency kept) and any other fields changed."""
+    lat = x.time_s - x.bandwidth_s
+    return replace(x, time_s=bw + lat, bandwidth_s=bw, call_s=(bw + lat) / np.maximum(x.calls, 1), **changes)
 
 
 def _skewed(x: Exchange, factor) -> Exchange:
     """An all-to-all ends when its busiest receiver does: its bandwidth time scales by ``factor``."""
     if np.all(np.asarray(factor) == 1.0):
         return x
-    lat = x.time_s - x.bandwidth_s
-    bw = x.bandwidth_s * factor
-    calls = np.maximum(x.calls, 1)
-    return Exchange(
-        dim=x.dim, collective=x.collective, what=x.what, critical=x.critical, group=x.group,
-        message_bytes=x.message_bytes, calls=x.calls, bytes_per_gpu=x.bytes_per_gpu,
-        nvlink_bytes=x.nvlink_bytes, nic_bytes=x.nic_bytes, time_s=bw + lat, bandwidth_s=bw, call_s=(bw + lat) / calls,
-    )
+    return _retimed(x, x.bandwidth_s * factor)
 
 
 def _node_limited(plan: Plan, x: Exchange, token_bytes, limit: int) -> Exchange:
@@ -202,11 +201,5 @@ def _node_limited(plan: Plan, x: Exchange, token_bytes, limit: int) -> Exchange:
     nic = np.minimum(x.nic_bytes, cap)
     moved = x.nic_bytes - nic
     nvlink = x.nvlink_bytes + moved  # copies that share a node after one NIC hop are forwarded on NVLink
-    calls = np.maximum(x.calls, 1)
     bw = np.maximum(nvlink / plan.nvlink_Bps, nic * plan.tier["ep"] / plan.nic_Bps)
-    lat = x.time_s - x.bandwidth_s
-    return Exchange(
-        dim=x.dim, collective=x.collective, what=x.what, critical=x.critical, group=x.group,
-        message_bytes=x.message_bytes, calls=x.calls, bytes_per_gpu=x.bytes_per_gpu,
-        nvlink_bytes=nvlink, nic_bytes=nic, time_s=bw + lat, bandwidth_s=bw, call_s=(bw + lat) / calls,
-    )
+    return _retimed(x, bw, nvlink_bytes=nvlink, nic_bytes=nic)

@@ -126,6 +126,11 @@ class Precision(Frozen):
     master_weights: bool = True
     """K includes a 4-byte FP32 master copy (false: the parameters are their own master)."""
 
+    @property
+    def grad_buffer_bytes(self) -> float:
+        """Bytes per element of the buffer gradients accumulate in: ``grad_buffer``, else ``grads``."""
+        return self.grad_buffer or self.grads
+
 
 Overlap = float | Literal["auto"]
 

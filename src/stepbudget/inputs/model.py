@@ -126,5 +126,11 @@ class Model(Frozen):
         return self.head_dim or self.hidden_size // self.num_heads
 
     @property
+    def mlp_intermediates(self) -> int:
+        """Tensors of the FFN width per token between the MLP's GEMMs: SwiGLU gate, up and product; GeLU
+        input and output (Korthikanti 4.1)."""
+        return 3 if self.activation == Activation.SWIGLU else 2
+
+    @property
     def moe_layers(self) -> int:
         return 0 if self.moe is None else self.num_layers - self.moe.first_dense_layers

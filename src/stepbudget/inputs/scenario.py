@@ -91,6 +91,11 @@ class Scenario(Frozen):
         return self
 
     @property
+    def peak_gemm_flops(self) -> float:
+        """Dense peak of the GEMMs' precision: FP8 when precision.gemm says so, else BF16."""
+        return self.cluster.peak_fp8 if self.precision.gemm == "fp8" else self.cluster.gpu.peak_bf16_flops
+
+    @property
     def global_batch_seqs(self) -> int:
         b = self.batch
         if b.global_batch_seqs is not None:

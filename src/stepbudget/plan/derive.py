@@ -12,8 +12,8 @@ from typing import Mapping
 import numpy as np
 
 from stepbudget.budget.collectives import ALGORITHM_CODES
-from stepbudget.budget.pipeline import SCHEDULE_CODES
-from stepbudget.enums import Axis, CPKind, EPKind, RateScope, Schedule
+from stepbudget.budget.pipeline import DUALPIPE_CODE, SCHEDULE_CODES
+from stepbudget.enums import Axis, CPKind, EPKind, RateScope
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
@@ -127,21 +127,26 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     tokens = float(seqs * model.seq_len)
     gpus = tp * cp * pp * dp
 
-    params_dense = counts.params_total - counts.params_routed_experts
+    microbatches = seqs / (dp * mb)
+    params_dense_per_gpu = (counts.params_total - counts.params_routed_experts) / (tp * pp)
+    params_expert_per_gpu = counts.params_routed_experts / (ep * etp * pp)
+    dp_group, expert_dp_group = dp * cp, tp * cp * dp / (ep * etp)
     recompute_extra = np.choose(
         rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full")]
     )
     model_flops = counts.flops_per_token * tokens / gpus  # balanced split of the step's FLOPs
     hw_flops = (counts.flops_per_token + recompute_extra) * tokens / gpus
 
-    peak = cl.peak_fp8 if scenario.precision.gemm == "fp8" else cl.gpu.peak_bf16_flops
     ops: tuple = ()
     opt_s = np.asarray(0.0)
     if cl.achieved_flops or cl.achieved_fraction:
-        rate, source = cl.achieved_flops or cl.achieved_fraction * peak, "stated"
+        rate, source = cl.achieved_flops or cl.achieved_fraction * scenario.peak_gemm_flops, "stated"
     else:
-        ops, compute, opt_s = _operator_compute(scenario, counts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched,
-                                                seqs / (dp * mb))
+        sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard
+        updated = (params_dense_per_gpu / np.where(sharded, dp_group, 1)
+                   + params_expert_per_gpu / np.where(sharded, expert_dp_group, 1))
+        ops, compute, opt_s = _operator_compute(scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, microbatches,
+                                                updated)
         rate, source = hw_flops / compute, "operators"
 
     g = cl.gpus_per_node
@@ -176,14 +181,14 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         counts=counts,
         tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, v=v, micro_batch=mb,
         schedule=sched, dp_kind=dpk, reshard=reshard, sequence_parallel=sp, recompute=rec, cp_kind=cpk,
-        microbatches=seqs / (dp * mb),
+        microbatches=microbatches,
         tokens_per_step=tokens,
         layers_per_gpu=L / pp,
         moe_layers_per_gpu=model.moe_layers / pp,
-        params_dense_per_gpu=params_dense / (tp * pp),
-        params_expert_per_gpu=counts.params_routed_experts / (ep * etp * pp),
-        dp_group=dp * cp,
-        expert_dp_group=tp * cp * dp / (ep * etp),
+        params_dense_per_gpu=params_dense_per_gpu,
+        params_expert_per_gpu=params_expert_per_gpu,
+        dp_group=dp_group,
+        expert_dp_group=expert_dp_group,
         model_flops_per_gpu=model_flops,
         hardware_flops_per_gpu=hw_flops,
         flops_rate=float(rate) if source == "stated" else rate,
@@ -216,15 +221,15 @@ def _sm_share(setting, source: str) -> float:
     return float(setting)
 
 
-def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp, mb, sp, rec, dpk, sched,
-                      microbatches):
-    """Compute seconds per step from the operator model: layers x micro-batches, the output layer, the optimizer."""
+def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, microbatches, updated_params):
+    """Compute seconds per step from the operator model: layers x micro-batches, the output layer, and the
+    optimizer step over ``updated_params`` (this rank's share)."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = cl.gpu.kernels
     fp8 = pr.gemm == "fp8"
-    peak_gemm = (cl.peak_fp8 if fp8 else cl.gpu.peak_bf16_flops) * k.clock  # power-capped sustained clock
+    peak_gemm = sc.peak_gemm_flops * k.clock  # power-capped sustained clock
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
-                  grad_bytes=pr.grad_buffer or pr.grads, fp8=fp8)
+                  grad_bytes=pr.grad_buffer_bytes, fp8=fp8)
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
     layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock,
                       flash=sc.layout.flash_attention, ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=mb,
@@ -249,14 +254,10 @@ def _operator_compute(sc: Scenario, counts: ModelCounts, tp, cp, pp, dp, ep, etp
     # DualPipe: rank i holds stages i and p-1-i and runs each micro-batch on one of them (DSV3 Table 2),
     # so rank 0 averages the first stage and the last: half its micro-batches carry the output layer
     first = (per_stage - e) * layer_s
-    dualpipe = sched == SCHEDULE_CODES[Schedule.DUALPIPE]
+    dualpipe = sched == DUALPIPE_CODE
     rank0 = (first + last) / 2
     middle = np.where(pp >= 4, per_stage * layer_s, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
     per_microbatch = np.where(pp == 1, single, busiest)
-    dense = (counts.params_total - counts.params_routed_experts) / (tp * pp)
-    experts = counts.params_routed_experts / (ep * etp * pp)
-    sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard
-    updated = dense / np.where(sharded, dp * cp, 1) + experts / np.where(sharded, tp * cp * dp / (ep * etp), 1)
-    opt = optimizer_s(updated, pr.optimizer_bytes, pr.grad_buffer or pr.grads, pr.params, k, cl.gpu.hbm_Bps)
+    opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)
     return tuple(layer + head), microbatches * per_microbatch + opt, opt

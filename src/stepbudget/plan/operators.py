@@ -139,17 +139,16 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
     up_mult = 2 if gated else 1
     moe = model.moe
     dense_share = 1.0 - (model.moe_layers / model.num_layers if moe is not None else 0.0)
+    f = model.ffn_size
     if fused:  # one GEMM for QKV and MLP-up on the shared input, one for both outputs into the residual
-        f = model.ffn_size
         ops.append(gemm("qkv + mlp up", T, ((a + 2 * model.kv_heads) * d_qk + up_mult * f) / t, h, 1, **g))
         ops.append(gemm("attention out + mlp down", T, h, (a * d_v + f) / t, 1, **g))
-        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * (3 if gated else 2), kernels, hbm_Bps))
     elif dense_share > 0:
-        f = model.ffn_size
         ops.append(gemm("mlp up", T, up_mult * f / t, h, 1, share=dense_share, **g))
         ops.append(gemm("mlp down", T, h, f / t, 1, share=dense_share, **g))
-        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * (3 if gated else 2), kernels, hbm_Bps,
-                             share=dense_share))
+    if dense_share > 0:  # a parallel block is dense: its share is 1
+        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * model.mlp_intermediates, kernels,
+                             hbm_Bps, share=dense_share))
     if moe is not None:
         share = 1.0 - dense_share
         E, k, fe = moe.num_experts, moe.top_k, moe.expert_ffn_size
@@ -163,7 +162,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
         gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
         ops.append(memory_op("experts activation + permute",
-                             ELEMENT_BYTES * T_moe * k * ((3 if gated else 2) * fe / etp + 4 * h) + gathered, kernels,
+                             ELEMENT_BYTES * T_moe * k * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
                              hbm_Bps, share=share))
         if moe.shared_experts:
             fs = moe.shared_experts * (moe.shared_ffn_size or fe)

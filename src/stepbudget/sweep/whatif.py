@@ -83,16 +83,12 @@ def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Sce
     return sc.model_copy(update={"cluster": cluster})
 
 
-def _peak(sc: Scenario) -> float:
-    return sc.cluster.peak_fp8 if sc.precision.gemm == "fp8" else sc.cluster.gpu.peak_bf16_flops
-
-
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
     """The base (``ref`` with ``sets``) and each named variant: at the base's kernel efficiency when the base
     states its rate, by their own operators when the operator model times the base."""
     base, _ = kernel_scenario(load(ref, sets))
     base_plan = derive(base)
-    fraction = float(base_plan.flops_rate) / _peak(base)
+    fraction = float(base_plan.flops_rate) / base.peak_gemm_flops
     by_operators = base_plan.rate_source == "operators"  # then every variant times its own operators
     out = []
     for name, changes in [("base", ())] + list(variants):
