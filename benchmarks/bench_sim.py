@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from stepbudget.budget.collectives import ring_factor, ring_steps
+from stepbudget.enums import Collective
 from stepbudget.sim import simulate
 from stepbudget.sim.collectives import ring_all_reduce
 
@@ -33,10 +35,10 @@ def bench(num_ranks: int) -> None:
         timeline = simulate(graph, capacity)
         walls.append(time.perf_counter() - began)
     wall_s = min(walls)
-    expected_s = 2 * (num_ranks - 1) / num_ranks * SIZE_BYTES / LINK_BPS  # ring, nccl-tests
+    expected_s = ring_factor(Collective.ALL_REDUCE, num_ranks) * SIZE_BYTES / LINK_BPS  # ring, nccl-tests
     flows = graph.num_tasks
     print(
-        f"ring all-reduce, {num_ranks:>5} GPUs: {flows:>9,} flows in {2 * (num_ranks - 1):>5} steps | "
+        f"ring all-reduce, {num_ranks:>5} GPUs: {flows:>9,} flows in {int(ring_steps(Collective.ALL_REDUCE, num_ranks)):>5} steps | "
         f"build {build_s:6.3f} s | simulate {wall_s:6.3f} s (best of {REPEATS}; "
         f"all {', '.join(f'{w:.3f}' for w in walls)}) | "
         f"{2 * flows / wall_s / 1e6:5.2f} M flow events/s (start+end), "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepbudget.budget.collectives import ring_steps
+from stepbudget.enums import Collective
 from stepbudget.sim.graph import TaskGraph, TaskKind
 
 __all__ = ["ring_all_reduce"]
@@ -28,7 +30,7 @@ def ring_all_reduce(num_ranks: int, size_bytes: float) -> TaskGraph:
     if not (np.isfinite(size_bytes) and size_bytes >= 0):
         raise ValueError(f"size_bytes={size_bytes!r}: pass a finite number of bytes >= 0")
     n = int(num_ranks)
-    num_steps = 2 * (n - 1)  # n-1 reduce-scatter steps + n-1 all-gather steps
+    num_steps = int(ring_steps(Collective.ALL_REDUCE, n))  # n-1 reduce-scatter steps + n-1 all-gather steps
     num_tasks = num_steps * n
     rank = np.tile(np.arange(n, dtype=np.int64), num_steps)
     task = np.arange(num_tasks, dtype=np.int64)

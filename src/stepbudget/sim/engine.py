@@ -70,10 +70,6 @@ class Engine:
             raise ValueError(f"time_s={time_s} is before now={self.now}; events cannot go back in time")
         heapq.heappush(self._heap, (time_s, priority, next(self._seq), callback))
 
-    def peek(self) -> float:
-        """Time of the next event, ``inf`` if none."""
-        return self._heap[0][0] if self._heap else np.inf
-
     def step(self) -> None:
         """Advance the clock to the next event and run it."""
         self.now, _, _, callback = heapq.heappop(self._heap)

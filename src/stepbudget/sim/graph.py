@@ -82,6 +82,13 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def task_label(names, kind, task: int) -> str:
+    """Name of one task, or ``kind#index`` when there are no names."""
+    if names is not None:
+        return str(names[task])
+    return f"{TaskKind(int(kind[task])).name.lower()}#{task}"
+
+
 @dataclass(frozen=True, eq=False)
 class TaskGraph:
     """``T`` tasks as arrays; validated when built.
@@ -166,9 +173,7 @@ class TaskGraph:
 
     def label(self, task: int) -> str:
         """Name of one task, or ``kind#index`` when the graph has no names."""
-        if self.names is not None:
-            return str(self.names[task])
-        return f"{TaskKind(int(self.kind[task])).name.lower()}#{task}"
+        return task_label(self.names, self.kind, task)
 
     @classmethod
     def from_tasks(cls, tasks: Sequence[Task]) -> TaskGraph:

@@ -310,8 +310,10 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                 if dp_setting != "auto" and float(dp_setting) == 0:
                     after = last_compute[s]  # not overlapped: after the stage's backward ends
                 deps = [after] + buckets[-1:]  # one communicator: buckets queue in issue order (NCCL)
+                # due by the stage's last backward, unless that launches it: then nothing is left to hide behind
+                due = -1 if after == last_compute[s] else last_compute[s]
                 buckets.append(b.add(transfer(f"DP reduce s{s} m{mb} c{c} l{layer}", per_bucket * capacity[L], [L],
-                                              deps), "dp", "reduce", s, deadline=last_compute[s]))
+                                              deps), "dp", "reduce", s, deadline=due))
         opt = b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]), "compute",
                     "optimizer", s)
         finals.append(opt)

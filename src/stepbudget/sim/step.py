@@ -79,6 +79,16 @@ def simulate_step(
 ) -> StepResult:
     """One simulated step of ``budget``'s plan. ``link_rate`` scales every link (0.5 = half rate)."""
     prog = program or step_program(budget, contention=contention)
+    tl = _run(prog, link_rate, jitter, rng)
+    return StepResult(
+        program=prog, timeline=tl, step_s=tl.makespan_s, analytical_step_s=float(budget.step_s),
+        exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
+        link_utilisation=_utilisation(prog, tl),
+    )
+
+
+def _run(prog: StepProgram, link_rate: float, jitter: Jitter | None, rng: np.random.Generator | None) -> Timeline:
+    """The program's timeline, with jittered task times, stragglers and link rates when ``jitter`` has any."""
     g = prog.graph
     durations = None
     rates = np.full(prog.capacity_Bps.size, float(link_rate))
@@ -89,12 +99,7 @@ def simulate_step(
         slow = np.where(rng.random(stages) < jitter.straggler_p, jitter.straggler_slowdown, 1.0)
         durations = durations * np.where(prog.stage >= 0, slow[np.maximum(prog.stage, 0)], 1.0)
         rates = rates / _lognormal(rng, jitter.link_cv, rates.size)
-    tl = simulate(g, prog.capacity_Bps, link_rate_multiplier=rates, duration_multiplier=durations)
-    return StepResult(
-        program=prog, timeline=tl, step_s=tl.makespan_s, analytical_step_s=float(budget.step_s),
-        exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
-        link_utilisation=_utilisation(prog, tl),
-    )
+    return simulate(g, prog.capacity_Bps, link_rate_multiplier=rates, duration_multiplier=durations)
 
 
 def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
@@ -142,11 +147,7 @@ def _blamed(prog: StepProgram, tl: Timeline, task: int) -> tuple[str, float]:
 
 def _misses(prog: StepProgram, tl: Timeline) -> list[dict]:
     out = []
-    g = prog.graph
     for t in np.flatnonzero(prog.deadline >= 0).tolist():
-        deps = g.dep_ids[g.dep_indptr[t]:g.dep_indptr[t + 1]]
-        if prog.role[t] == "reduce" and int(prog.deadline[t]) in deps.tolist():
-            continue  # launched by the stage's last backward: nothing left to hide behind (the edge)
         d = int(prog.deadline[t])
         late = tl.end_s[t] - tl.end_s[d] if prog.role[t] != "gather" else tl.end_s[t] - tl.start_s[d]
         if late > 1e-9 * max(tl.makespan_s, 1.0):
@@ -178,7 +179,7 @@ class MonteCarlo:
 
 
 def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
-                seed: int = 0, contention: bool = True) -> MonteCarlo:
+                seed: int = 0, contention: bool = True, program: StepProgram | None = None) -> MonteCarlo:
     """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
 
     Replicas are independent pipelines that meet at every step's gradient reduction, so a step
@@ -187,9 +188,9 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     grows with the replicas while the simulation cost does not.
     """
     rng = np.random.default_rng(seed)
-    prog = step_program(budget, contention=contention)
+    prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
-    pipes = np.array([simulate_step(budget, jitter=jitter, rng=rng, program=prog).step_s for _ in range(n)])
+    pipes = np.array([_run(prog, 1.0, jitter, rng).makespan_s for _ in range(n)])
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from stepbudget.sim.graph import TaskKind
+from stepbudget.sim.graph import TaskKind, task_label
 
 __all__ = ["Timeline", "trace_events", "COMPUTE_PID", "NETWORK_PID"]
 
@@ -60,9 +60,7 @@ class Timeline:
 
     def label(self, task: int) -> str:
         """Name of one task, or ``kind#index``."""
-        if self.names is not None:
-            return str(self.names[task])
-        return f"{TaskKind(int(self.kind[task])).name.lower()}#{task}"
+        return task_label(self.names, self.kind, task)
 
 
 def _metadata(pid: int, tid: int | None, name: str) -> dict[str, Any]:
