@@ -20,7 +20,7 @@ import numpy as np
 
 from stepbudget.sim.links import maxmin_rates_csr
 
-from .routing import check_traffic_matrix
+from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
 
 __all__ = [
@@ -87,11 +87,11 @@ def maxmin_rates(flow_links, capacities) -> np.ndarray:
     return _maxmin(table, _check_links(table, capacities))
 
 
-def fluid_finish_times(flow_bytes, flow_links, capacities, rates=None, group_rtol: float = 0.0) -> np.ndarray:
+def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0.0) -> np.ndarray:
     """Finish time of each flow (s), shape ``(F,)``, all starting at t = 0.
 
-    Flows move as a fluid at the rates ``rates(flow_links, capacities)`` gives (default
-    :func:`maxmin_rates`), re-computed each time a flow finishes. Zero-byte flows finish at 0.
+    Flows move as a fluid at their max-min fair rates (:func:`maxmin_rates`), re-computed each
+    time a flow finishes. Zero-byte flows finish at 0.
     ``group_rtol > 0`` ends together the flows due within that fraction of the elapsed time
     (one re-rating instead of many; each batch moves the answer by at most that fraction).
     """
@@ -102,13 +102,12 @@ def fluid_finish_times(flow_bytes, flow_links, capacities, rates=None, group_rto
             f"flow_bytes must be {table.shape[0]} finite sizes >= 0 (one per flow), got shape {size.shape}"
         )
     cap = _check_links(table, capacities)
-    share = _maxmin if rates is None else rates
     left = size.copy()
     finish = np.zeros_like(size)
     alive = np.flatnonzero(size > 0)
     now = 0.0
     while alive.size:
-        r = share(table[alive], cap)
+        r = _maxmin(table[alive], cap)
         due = left[alive] / r
         dt = float(due.min())
         start = now
@@ -168,7 +167,7 @@ def lower_bound_s(D, servers, gpus_per_server, B_out, B_up) -> float:
     them (FAST overlaps the intrinsic all-to-all with stage 0).
     """
     D, S, G, B_out, B_up, _ = _inputs(D, servers, gpus_per_server, B_out, B_up)
-    M = D.reshape(S, G, S, G).sum(axis=(1, 3)) * ~np.eye(S, dtype=bool)
+    M = server_matrix(D, S, G) * ~np.eye(S, dtype=bool)
     busiest = max(M.sum(axis=1).max(), M.sum(axis=0).max())
     out_s = busiest / (G * B_out)  # max line sum / (g * B_out) (formulas.md 7.3 step 2)
     return float(max(out_s, _intrinsic_s(D, S, G, B_up)))

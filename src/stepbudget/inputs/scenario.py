@@ -178,8 +178,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = key.split(".")
         for part in parts[:-1]:
             child = node.get(part)
-            if part == "gpu" and isinstance(child, str) and child in gpu_presets():
-                child = node[part] = dict(gpu_presets()[child])  # edit a field of a named GPU
+            if part == "gpu" and isinstance(child, str) and child in (named := gpu_presets()):
+                child = node[part] = dict(named[child])  # edit a field of a named GPU
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
