@@ -33,12 +33,14 @@ Rules, the same for every run (no per-run constants):
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass, field
 
 from stepbudget.inputs.hardware import gpu_presets
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
+from stepbudget.validation.runs import REQUIRED
 
 MFU_CONVENTION = {
     "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
@@ -91,15 +93,22 @@ def source_of(run: dict) -> str:
     return doc.split(",")[0].strip() or "other"
 
 
+@functools.cache
+def _preset_models() -> dict[str, str]:
+    """Lower-case model name -> the first preset with that model (presets are read once)."""
+    out: dict[str, str] = {}
+    for preset in preset_names():
+        name = str(raw_scenario(preset).get("model", {}).get("name", "")).lower()
+        if name:
+            out.setdefault(name, preset)
+    return out
+
+
 def _preset_for(model_name: str) -> str | None:
     name = model_name.lower().replace(" moe", "")
-    for preset in preset_names():
-        base = str(raw_scenario(preset).get("model", {}).get("name", "")).lower()
-        if base and (base == name or base.replace("internal-", "internal-") == name):
-            return preset
     if name in ("gpt 175b", "gpt-3 175b"):
-        return "megascale-175b"
-    return None
+        return _preset_models().get(name, "megascale-175b")
+    return _preset_models().get(name)
 
 
 def _gpu(text: str) -> str | None:
@@ -119,9 +128,7 @@ def to_case(run: dict) -> Case:
     framework = str(lay.get("framework") or "")
     common = dict(id=rid, source=source, gpus=run["num_gpus"], framework=framework)
 
-    missing = [f"{sec}.{name}" for sec, names in (("model", ("layers", "hidden", "heads", "vocab", "seq_len")),
-                                                  ("layout", ("tp", "pp", "global_batch_seqs")))
-               for name in names if (m if sec == "model" else lay).get(name) is None]
+    missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names if run[sec].get(name) is None]
     if missing:
         return Case(**common, scenario=None, reason=f"not stated in the source: {', '.join(missing)}",
                     measured_step_s=None, measured_from="", measured_mfu=None)

@@ -18,7 +18,7 @@ from stepbudget.inputs.scenario import ScenarioError
 SHIPPED = "published_runs.yaml"
 
 # model.* and layout.* fields a prediction cannot do without, with their expected type
-_REQUIRED = {
+REQUIRED = {
     "model": ("layers", "hidden", "heads", "vocab", "seq_len"),
     "layout": ("tp", "pp", "global_batch_seqs"),
 }
@@ -83,7 +83,7 @@ def check_run(run: object, index: int) -> None:
     gpus = run.get("num_gpus")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
         raise RunError(f"run {rid}: num_gpus: {gpus!r} is not a positive integer; give the GPU count")
-    for section, fields in _REQUIRED.items():
+    for section, fields in REQUIRED.items():
         body = run.get(section)
         if not isinstance(body, dict):
             raise RunError(f"run {rid}: {section}: missing; add the {section} section")
