@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from stepbudget.sweep.scaling import ScaleCurve
 
@@ -29,6 +29,16 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def write_figure(path: str | os.PathLike, plotly_figure: Callable[[], Any], draw: Callable[[Path], None]) -> None:
+    """Write ``path`` atomically: .html from ``plotly_figure()`` (its script embedded, so the file opens
+    offline), .png/.svg by ``draw(tmp)`` with matplotlib."""
+    path = Path(path)
+    if path.suffix == ".html":
+        _atomic(path, lambda tmp: plotly_figure().write_html(tmp, include_plotlyjs=True, full_html=True))
+    else:
+        _atomic(path, draw)
+
+
 def _title(curve: ScaleCurve) -> str:
     sc = curve.scenario
     how = "best layout at each size" if curve.researched else (
@@ -42,10 +52,7 @@ def scale_figure(curve: ScaleCurve, path: str | os.PathLike) -> None:
     path = Path(path)
     if path.suffix not in FORMATS:
         raise ValueError(f"--plot: {path.name!r} has no known extension; use one of {', '.join(FORMATS)}")
-    if path.suffix == ".html":
-        _atomic(path, lambda tmp: _plotly(curve).write_html(tmp, include_plotlyjs=True, full_html=True))
-    else:
-        _atomic(path, lambda tmp: _matplotlib(curve, tmp))
+    write_figure(path, lambda: _plotly(curve), lambda tmp: _matplotlib(curve, tmp))
 
 
 def _plotly(curve: ScaleCurve):

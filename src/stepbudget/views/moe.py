@@ -9,8 +9,9 @@ import numpy as np
 from rich.table import Table
 
 from stepbudget.a2a.report import MoEReport
+from stepbudget.a2a.routing import server_matrix
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
-from stepbudget.views.figures import _atomic
+from stepbudget.views.figures import write_figure
 
 
 def moe_dict(r: MoEReport) -> dict:
@@ -47,20 +48,18 @@ def verdict(r: MoEReport) -> list[str]:
     else:
         out.append(f"EP stays inside one server: the all-to-all runs on NVLink (R = {nv:.1f}); the NIC carries none of it")
     t = r.times
-    if r.servers == 1:
-        pass  # one server: no scale-out stages to schedule
-    elif t.lower_bound_s <= 0:
-        out.append("the matrix moves no bytes between GPUs: nothing to schedule")
-    elif t.speedup > 1.05:
-        out.append(f"skew makes the plain all-to-all {t.plain_s / t.lower_bound_s:.1f}x the lower bound; "
-                   f"a FAST-style schedule ({t.stages} stages) finishes in {fmt_time(t.scheduled_s)} instead of "
-                   f"{fmt_time(t.plain_s)} ({t.speedup:.2f}x)")
-    elif r.servers > 1:
-        out.append(f"balanced enough: the plain all-to-all is within {t.plain_s / t.lower_bound_s - 1:.0%} of "
-                   "the lower bound; a schedule buys nothing")
+    if r.servers > 1:  # one server has no scale-out stages to schedule
+        if t.lower_bound_s <= 0:
+            out.append("the matrix moves no bytes between GPUs: nothing to schedule")
+        elif t.speedup > 1.05:
+            out.append(f"skew makes the plain all-to-all {t.plain_s / t.lower_bound_s:.1f}x the lower bound; "
+                       f"a FAST-style schedule ({t.stages} stages) finishes in {fmt_time(t.scheduled_s)} instead of "
+                       f"{fmt_time(t.plain_s)} ({t.speedup:.2f}x)")
+        else:
+            out.append(f"balanced enough: the plain all-to-all is within {t.plain_s / t.lower_bound_s - 1:.0%} of "
+                       "the lower bound; a schedule buys nothing")
     if r.node_limited_nic_bytes is not None:
-        flat = float(r.matrix.sum() - np.trace(r.matrix.reshape(r.servers, r.gpus_per_server, r.servers,
-                                                                 r.gpus_per_server).sum(axis=(1, 3))))
+        flat = float(r.matrix.sum() - np.trace(server_matrix(r.matrix, r.servers, r.gpus_per_server)))
         out.append(f"node-limited routing sends {fmt_bytes(r.node_limited_nic_bytes)} over NICs per layer "
                    f"instead of {fmt_bytes(flat)} ({r.node_limited_nic_bytes / max(flat, 1):.0%})")
     return out
@@ -103,15 +102,13 @@ def alltoall_table(r: MoEReport) -> Table:
 
 def heatmap(r: MoEReport, path: str | os.PathLike) -> None:
     """The traffic matrix as a heat map (chapter Figure 5.7), server boundaries drawn."""
-    path = Path(path)
-    if path.suffix == ".html":
+    def interactive():
         import plotly.graph_objects as go
 
         fig = go.Figure(go.Heatmap(z=r.matrix / 1e6, colorbar={"title": "MB"}))
         fig.update_layout(title="Dispatch bytes, source GPU (row) to destination GPU (column)",
                           yaxis={"autorange": "reversed"}, template="plotly_white")
-        _atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True))
-        return
+        return fig
 
     def draw(tmp: Path) -> None:
         import matplotlib
@@ -132,4 +129,4 @@ def heatmap(r: MoEReport, path: str | os.PathLike) -> None:
         fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
         plt.close(fig)
 
-    _atomic(path, draw)
+    write_figure(path, interactive, draw)

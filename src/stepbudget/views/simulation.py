@@ -13,7 +13,7 @@ from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.step import MonteCarlo, StepResult, slowest_of
 from stepbudget.sim.timeline import trace_events
 from stepbudget.units import fmt_time
-from stepbudget.views.figures import _atomic
+from stepbudget.views.figures import _atomic, write_figure
 
 
 def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | None = None) -> dict:
@@ -95,12 +95,8 @@ def write_trace(r: StepResult, path: str | os.PathLike) -> None:
 
 def step_figure(r: StepResult, path: str | os.PathLike) -> None:
     """The simulated step as a timeline: compute per stage, then transfers per link (PNG, SVG or HTML)."""
-    path = Path(path)
     rows = _rows(r)
-    if path.suffix == ".html":
-        _atomic(path, lambda tmp: _plotly(rows, r).write_html(tmp, include_plotlyjs=True, full_html=True))
-    else:
-        _atomic(path, lambda tmp: _matplotlib(rows, r, tmp))
+    write_figure(path, lambda: _plotly(rows, r), lambda tmp: _matplotlib(rows, r, tmp))
 
 
 _COLORS = {"fwd": "#4C72B0", "bwd": "#55A868", "optimizer": "#8172B2", "bubble": "#CCCCCC", "tp": "#C44E52",

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from stepbudget.units import fmt_time
 from stepbudget.validation.compare import Row, Summary
-from stepbudget.views.figures import _atomic
+from stepbudget.views.figures import write_figure
 
 
 def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
@@ -70,7 +70,6 @@ def skipped_lines(rows: list[Row]) -> list[str]:
 
 def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
     """Measured MFU against GPUs for MegaScale, Megatron-LM and Llama 3, with the model's predictions."""
-    path = Path(path)
     groups: dict[str, list[Row]] = {}
     for r in rows:
         if r.case.measured_mfu is None or r.predicted_mfu is None:
@@ -80,10 +79,7 @@ def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
                 else "Megatron-LM" if "megatron" in fw else r.case.source)
         key = f"{name} ({r.case.scenario.model.name})"
         groups.setdefault(key, []).append(r)
-    if path.suffix == ".html":
-        _atomic(path, lambda tmp: _plotly(groups).write_html(tmp, include_plotlyjs=True, full_html=True))
-    else:
-        _atomic(path, lambda tmp: _matplotlib(groups, tmp))
+    write_figure(path, lambda: _plotly(groups), lambda tmp: _matplotlib(groups, tmp))
 
 
 def _series(rows: list[Row]):

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from stepbudget.budget.step import Budget
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
-from stepbudget.views.figures import _atomic
+from stepbudget.views.figures import write_figure
 from stepbudget.wire import WireView, counter_reading, rate_series, wire_view
 
 QPS_RING = 4
@@ -107,11 +107,7 @@ def wire_table(w: Wire) -> Table:
 
 def wire_figure(w: Wire, path: str | os.PathLike) -> None:
     """The NIC's rate over the steps, with what the counter's window reads."""
-    path = Path(path)
-    if path.suffix == ".html":
-        _atomic(path, lambda tmp: _plotly(w).write_html(tmp, include_plotlyjs=True, full_html=True))
-    else:
-        _atomic(path, lambda tmp: _matplotlib(w, tmp))
+    write_figure(path, lambda: _plotly(w), lambda tmp: _matplotlib(w, tmp))
 
 
 def _matplotlib(w: Wire, tmp: Path) -> None:
