@@ -98,6 +98,6 @@ def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]
                 sc = _at_fraction(sc, fraction, changes)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name!r}: {e}") from None
-        plan = derive(sc)
+        plan = derive(sc) if changes else base_plan
         out.append(Variant(name, tuple(changes), sc, estimate(plan), memory_per_gpu(plan)))
     return out

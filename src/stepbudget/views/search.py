@@ -11,15 +11,15 @@ from stepbudget.plan.derive import derive
 from stepbudget.sweep.search import KNOBS, SearchResult, scenario_for
 from stepbudget.units import fmt_bytes, fmt_flops, fmt_time
 from stepbudget.views.memory import memory_dict
-from stepbudget.views.tables import budget_dict
+from stepbudget.views.tables import budget_dict, degrees_label, schedule_label
 
 _TERMS = ("compute_s", "bubble_s", *(f"exposed_{d.value}_s" for d in DIMS))
 _TERM_NAMES = {"compute_s": "compute", "bubble_s": "bubble", **{f"exposed_{d.value}_s": f"exposed {d.value.upper()}" for d in DIMS}}
 
 
 def row_label(row: dict) -> str:
-    deg = " ".join(f"{k.upper()}{row[k]}" for k in ("tp", "cp", "pp", "dp") ) + (f" EP{row['ep']}" if row["ep"] > 1 else "")
-    sched = row["schedule"] + (f" v{row['virtual_stages']}" if row["virtual_stages"] > 1 else "")
+    deg = degrees_label(row.__getitem__)
+    sched = schedule_label(row["schedule"], row["virtual_stages"])
     dp = row["dp_kind"] + ("" if row["dp_kind"] != "fsdp" or row["reshard_after_forward"] else " no-reshard")
     extra = [f"mb {row['micro_batch']}", dp]
     if row["recompute"] != "none":

@@ -4,6 +4,7 @@ No arithmetic here beyond formatting and sums the budget already defines."""
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 from rich.table import Table
@@ -19,12 +20,20 @@ def _num(x) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def degrees_label(get: Callable[[str], int]) -> str:
+    """"TP8 CP1 PP16 DP128", with EP when it is over 1; ``get`` reads a degree by name."""
+    return " ".join(f"{a.upper()}{get(a)}" for a in ("tp", "cp", "pp", "dp", "ep") if a != "ep" or get("ep") > 1)
+
+
+def schedule_label(schedule: str, virtual_stages: int) -> str:
+    return schedule + (f" v{virtual_stages}" if virtual_stages > 1 else "")
+
+
 def layout_label(sc: Scenario) -> str:
     lay = sc.layout
-    degrees = " ".join(f"{a.upper()}{getattr(lay, a)}" for a in ("tp", "cp", "pp", "dp", "ep") if a != "ep" or lay.ep > 1)
-    sched = lay.schedule.value + (f" v{lay.virtual_stages}" if lay.virtual_stages > 1 else "")
+    sched = schedule_label(lay.schedule.value, lay.virtual_stages)
     dp = lay.dp_kind.value + ("" if lay.dp_kind.value not in ("fsdp", "zero3") or lay.reshard_after_forward else " no-reshard")
-    return f"{degrees} · {sched} · {dp} · micro-batch {lay.micro_batch}"
+    return f"{degrees_label(lambda a: getattr(lay, a))} · {sched} · {dp} · micro-batch {lay.micro_batch}"
 
 
 def budget_dict(budget: Budget) -> dict:

@@ -9,7 +9,7 @@ from stepbudget.budget.step import DIMS
 from stepbudget.sweep.whatif import Variant
 from stepbudget.units import fmt_bytes, fmt_time
 from stepbudget.views.memory import memory_dict
-from stepbudget.views.tables import budget_dict, layout_label
+from stepbudget.views.tables import budget_dict, degrees_label
 
 
 def whatif_dict(variants: list[Variant]) -> dict:
@@ -46,7 +46,7 @@ def whatif_table(variants: list[Variant]) -> Table:
         t.add_row(label, *(fmt(get(v)) + (_ratio(get(v), b0) if compare and v is not base else "") for v in variants))
 
     t.add_row("GPUs", *(f"{v.scenario.cluster.gpus:,} {v.scenario.cluster.gpu.name.split()[0]}" for v in variants))
-    t.add_row("layout", *(layout_label(v.scenario).split(" · ")[0] for v in variants))
+    t.add_row("layout", *(degrees_label(lambda a, lay=v.scenario.layout: getattr(lay, a)) for v in variants))
     f = lambda x: float(x)  # noqa: E731
     row("step", lambda v: f(v.budget.step_s), fmt_time)
     row("compute", lambda v: f(v.budget.compute_s), fmt_time)
@@ -57,8 +57,9 @@ def whatif_table(variants: list[Variant]) -> Table:
     t.add_row("memory / HBM", *(
         Text(f"{fmt_bytes(f(v.memory.total))} / {fmt_bytes(v.memory.capacity)}", style="" if bool(v.memory.fits) else "red")
         for v in variants))
+    mats = {id(v): v.traffic_matrix() for v in variants}
     for d in DIMS:
-        row(f"{d.value.upper()} bytes/GPU", lambda v, d=d: v.traffic_matrix()[d.value]["total"], fmt_bytes)
+        row(f"{d.value.upper()} bytes/GPU", lambda v, d=d: mats[id(v)][d.value]["total"], fmt_bytes)
     return t
 
 
