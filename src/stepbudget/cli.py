@@ -242,10 +242,10 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
-    from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step
+    from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, tail_growth
     from stepbudget.views.figures import FORMATS
     from stepbudget.views.simulation import (links_table, misses_table, simulate_dict, simulate_table, step_figure,
-                                             tail_growth, tails_table, write_trace)
+                                             tails_table, write_trace)
 
     sc = _load(scenario, sets)
     _check_out(trace, (".json",), "--trace")
@@ -295,7 +295,8 @@ def wire(
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
     from stepbudget.units import parse
     from stepbudget.views.figures import FORMATS
-    from stepbudget.views.wire import wire_dict, wire_figure, wire_of, wire_table
+    from stepbudget.views.wire import wire_dict, wire_figure, wire_table
+    from stepbudget.wire import wire_of
 
     sc = _load(scenario, sets)
     try:

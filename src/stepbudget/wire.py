@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.budget.step import Budget
+
 __all__ = [
     "WireView",
     "aggregate_cv",
@@ -324,3 +326,54 @@ def wire_view(
         flows_per_gpu=n, flow_entropy_bits=None if n is None else np.log2(n),  # H of n equal flows
         cv_if_independent=cv_independent, cv_synchronized=cv_synchronized,
     )
+
+
+# --- one NIC of a budgeted job ---------------------------------------------------------------
+
+QPS_RING = 4
+"""Queue pairs per GPU of a ring collective (Meta RoCE paper Table 2: about 4 for all-reduce on 128 GPUs)."""
+QPS_ALL_TO_ALL = 15
+"""Queue pairs per GPU of an all-to-all (same table: about 15)."""
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One NIC of a budget's job over a few steps: the wire view, its rate series and the counter's."""
+
+    budget: Budget
+    view: WireView
+    bytes_per_nic: float
+    t: np.ndarray
+    rate: np.ndarray
+    poll_s: np.ndarray
+    counter: np.ndarray
+
+
+def _flows(budget: Budget) -> int:
+    flows = 0
+    for x in budget.exchanges:
+        if float(x.calls) > 0 and float(x.nic_bytes) > 0:
+            if x.collective.value == "all-to-all":
+                flows += QPS_ALL_TO_ALL
+            elif x.collective.value == "send/recv":
+                flows += 2
+            else:
+                flows += QPS_RING
+    return max(flows, 1)
+
+
+def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
+            switch_buffer_bytes: float = 64e6) -> Wire:
+    """One NIC of ``budget``'s job over ``steps`` steps: a line-rate burst per step, then idle."""
+    sc = budget.plan.scenario
+    cl = sc.cluster
+    per_nic = float(budget.link_bytes()["nic"]) * cl.gpus_per_node / cl.nics_per_node  # the NIC carries its GPUs' share
+    step = float(budget.step_s)
+    view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
+                     switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
+    t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
+    span = max(window_s, step * steps)
+    long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window
+    tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)
+    poll, reading = counter_reading(tl, rl, window_s)
+    return Wire(budget, view, per_nic, t, rate, poll, reading)

@@ -213,3 +213,13 @@ def slowest_of(pipelines: np.ndarray, replicas: int, steps: int, rng: np.random.
             draws = draws + rng.normal(0.0, bandwidth, size=draws.shape)
         out[lo:hi] = draws.max(axis=1)
     return out
+
+
+def tail_growth(pipelines: np.ndarray, replicas: list[int], steps: int, seed: int = 0) -> dict[int, dict[str, float]]:
+    """p50, p90 and p99 of the step when it waits for the slowest of R replicas, for each R."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for R in replicas:
+        s = slowest_of(pipelines, R, steps, rng)
+        out[R] = {f"p{q}_s": float(np.percentile(s, q)) for q in (50, 90, 99)}
+    return out

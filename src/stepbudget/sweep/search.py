@@ -21,7 +21,7 @@ from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import kernel_scenario
 from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, layout_space
-from stepbudget.sweep.store import ParquetSink, CODE_NAMES
+from stepbudget.sweep.store import BOOLS, CODE_NAMES, ParquetSink
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
 """Layout knobs the search reports a best layout for, value by value."""
@@ -55,8 +55,6 @@ class SearchResult:
     """Best feasible layouts, fastest first: layout columns and METRICS."""
     best_by: dict[str, dict[object, dict]] = field(default_factory=dict)
     """For each knob in KNOBS: value -> best feasible layout with that value."""
-    smallest: dict | None = None
-    """The layout needing the least memory (to say by how much the space misses when none fits)."""
     calibrated_rate: float | None = None
     """Kernel rate found from a step-scope measurement (calibrate.py), if one was needed."""
     written: int = 0
@@ -68,7 +66,7 @@ def layout_row(cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray], i: i
     out = {}
     for k, v in cols.items():
         x = int(v[i])
-        out[k] = CODE_NAMES[k][x] if k in CODE_NAMES else bool(x) if k in ("reshard_after_forward", "sequence_parallel") else x
+        out[k] = CODE_NAMES[k][x] if k in CODE_NAMES else bool(x) if k in BOOLS else x
     return out | {k: float(v[i]) for k, v in metrics.items()}
 
 
@@ -161,7 +159,7 @@ def search(
                 j = int(np.argmin(m["memory_bytes"]))
                 if smallest is None or m["memory_bytes"][j] < smallest["memory_bytes"]:
                     smallest = layout_row(cols, m, j)
-                step = np.where(fits, m["step_s"] + TIE_S_PER_BYTE * m["memory_bytes"], np.inf)
+                step = np.where(fits, _rank(m), np.inf)
                 k = min(top, n)
                 for i in np.argpartition(step, k - 1)[:k]:
                     if fits[i]:
@@ -185,5 +183,5 @@ def search(
         scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,
         feasible=feasible_n, dropped=dropped, seconds=time.perf_counter() - start, top=tops[:top],
         best_by={k: dict(sorted(v.items(), key=lambda kv: _rank(kv[1]))) for k, v in best_by.items()},
-        smallest=smallest, calibrated_rate=rate, written=sink.rows if sink else 0,
+        calibrated_rate=rate, written=sink.rows if sink else 0,
     )

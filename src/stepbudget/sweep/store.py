@@ -24,7 +24,7 @@ CODE_NAMES = {
     "recompute": [str(k) for k in RECOMPUTE_CODES],
     "cp_kind": list(CP_KIND_CODES),
 }
-_BOOLS = ("reshard_after_forward", "sequence_parallel", "fits")
+BOOLS = ("reshard_after_forward", "sequence_parallel", "fits")
 
 
 class ParquetSink:
@@ -51,7 +51,7 @@ class ParquetSink:
                 arrays[name] = pa.DictionaryArray.from_arrays(
                     pa.array(values.astype(np.int32)), pa.array(CODE_NAMES[name])
                 )
-            elif name in _BOOLS:
+            elif name in BOOLS:
                 arrays[name] = pa.array(values.astype(bool))
             else:
                 arrays[name] = pa.array(values)

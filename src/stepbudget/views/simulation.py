@@ -6,11 +6,10 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 from rich.table import Table
 
 from stepbudget.sim.graph import TaskKind
-from stepbudget.sim.step import MonteCarlo, StepResult, slowest_of
+from stepbudget.sim.step import MonteCarlo, StepResult
 from stepbudget.sim.timeline import trace_events
 from stepbudget.units import fmt_time
 from stepbudget.views.figures import _atomic, write_figure
@@ -153,13 +152,3 @@ def _plotly(rows, r: StepResult):
     fig.update_layout(barmode="overlay", title=f"One simulated step: {r.step_s:.3f} s", template="plotly_white",
                       yaxis={"autorange": "reversed"}, xaxis_title="seconds")
     return fig
-
-
-def tail_growth(pipelines: np.ndarray, replicas: list[int], steps: int, seed: int = 0) -> dict[int, dict[str, float]]:
-    """p50, p90 and p99 of the step when it waits for the slowest of R replicas, for each R."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for R in replicas:
-        s = slowest_of(pipelines, R, steps, rng)
-        out[R] = {f"p{q}_s": float(np.percentile(s, q)) for q in (50, 90, 99)}
-    return out

@@ -3,63 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from rich.table import Table
 
-from stepbudget.budget.step import Budget
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
 from stepbudget.views.figures import write_figure
-from stepbudget.wire import WireView, counter_reading, rate_series, wire_view
-
-QPS_RING = 4
-"""Queue pairs per GPU of a ring collective (Meta RoCE paper Table 2: about 4 for all-reduce on 128 GPUs)."""
-QPS_ALL_TO_ALL = 15
-"""Queue pairs per GPU of an all-to-all (same table: about 15)."""
-
-
-@dataclass(frozen=True)
-class Wire:
-    budget: Budget
-    view: WireView
-    bytes_per_nic: float
-    steps: int
-    t: np.ndarray
-    rate: np.ndarray
-    poll_s: np.ndarray
-    counter: np.ndarray
-
-
-def _flows(budget: Budget) -> int:
-    flows = 0
-    for x in budget.exchanges:
-        if float(x.calls) > 0 and float(x.nic_bytes) > 0:
-            if x.collective.value == "all-to-all":
-                flows += QPS_ALL_TO_ALL
-            elif x.collective.value == "send/recv":
-                flows += 2
-            else:
-                flows += QPS_RING
-    return max(flows, 1)
-
-
-def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
-            switch_buffer_bytes: float = 64e6) -> Wire:
-    """One NIC of ``budget``'s job over ``steps`` steps: a line-rate burst per step, then idle."""
-    sc = budget.plan.scenario
-    cl = sc.cluster
-    per_nic = float(budget.link_bytes()["nic"]) * cl.gpus_per_node / cl.nics_per_node  # the NIC carries its GPUs' share
-    step = float(budget.step_s)
-    view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
-                     switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
-    t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
-    span = max(window_s, step * steps)
-    long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window
-    tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)
-    poll, reading = counter_reading(tl, rl, window_s)
-    return Wire(budget, view, per_nic, steps, t, rate, poll, reading)
+from stepbudget.wire import Wire
 
 
 def wire_dict(w: Wire) -> dict:
