@@ -155,11 +155,10 @@ def scale(
     """Strong (or weak) scaling: compute, DP time, communication share, exposed share and MFU per size."""
     from stepbudget.sweep.scaling import parse_gpus
     from stepbudget.sweep.scaling import scale as run_scale
-    from stepbudget.views.figures import FORMATS
     from stepbudget.views.scaling import scale_dict, scale_table
 
     sc = _load(scenario, sets)
-    _check_out(plot, FORMATS, "--plot")
+    _check_plot(plot)
     try:
         sizes = parse_gpus(gpus or str(sc.cluster.gpus))
         curve = run_scale(sc, sizes, weak=weak, research=research)
@@ -208,10 +207,9 @@ def validate(
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
     from stepbudget.validation.compare import validate as run_validate
-    from stepbudget.views.figures import FORMATS
     from stepbudget.views.validation import figure_5_5, runs_table, skipped_lines, summary_table, validation_dict
 
-    _check_out(plot, FORMATS, "--plot")
+    _check_plot(plot)
     try:
         rows, summaries = run_validate(runs)
     except ScenarioError as e:
@@ -243,13 +241,12 @@ def simulate(
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
     from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, tail_growth
-    from stepbudget.views.figures import FORMATS
     from stepbudget.views.simulation import (links_table, misses_table, simulate_dict, simulate_table, step_figure,
                                              tails_table, write_trace)
 
     sc = _load(scenario, sets)
     _check_out(trace, (".json",), "--trace")
-    _check_out(plot, FORMATS, "--plot")
+    _check_plot(plot)
     for name, value in (("--jitter", jitter), ("--link-jitter", link_jitter)):
         if not 0 <= value < 10:
             fail(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
@@ -294,7 +291,6 @@ def wire(
 ) -> None:
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
     from stepbudget.units import parse
-    from stepbudget.views.figures import FORMATS
     from stepbudget.views.wire import wire_dict, wire_figure, wire_table
     from stepbudget.wire import wire_of
 
@@ -305,7 +301,7 @@ def wire(
         fail(f"--window / --switch-buffer: {e}")
     if window_s <= 0 or steps < 1 or converging < 1:
         fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
-    _check_out(plot, FORMATS, "--plot")
+    _check_plot(plot)
     try:
         w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
     except ValueError as e:
@@ -329,11 +325,10 @@ def moe(
 ) -> None:
     """MoE all-to-all: hiding ratio, one layer's traffic matrix, plain against FAST-style schedule."""
     from stepbudget.a2a.report import load_matrix, moe_report, parse_skew
-    from stepbudget.views.figures import FORMATS
     from stepbudget.views.moe import alltoall_table, heatmap, moe_dict, ratio_table, verdict
 
     sc = _load(scenario, sets)
-    _check_out(plot, FORMATS, "--plot")
+    _check_plot(plot)
     for name, value in (("--servers", servers), ("--gpus-per-server", gpus_per_server)):
         if value is not None and value < 1:
             fail(f"{name}: {value} must be a positive integer")
@@ -347,6 +342,12 @@ def moe(
     _emit(as_json, lambda: moe_dict(report), lambda: [
         ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
         *(f"  {line}" for line in verdict(report))], [plot])
+
+
+def _check_plot(path: str | None) -> None:
+    from stepbudget.views.figures import FORMATS
+
+    _check_out(path, FORMATS, "--plot")
 
 
 def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
