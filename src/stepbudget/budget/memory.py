@@ -16,11 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
-from stepbudget.enums import DataParallel
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import (
-    DP_KIND_CODES,
     activation_bytes_extras,
     activation_bytes_first_stage,
     layer_activation_bytes,
@@ -130,7 +128,7 @@ def memory_per_gpu(plan: Plan) -> Memory:
             psi, group, plan.dp_kind,
             grad_bytes=pr.grad_buffer_bytes, param_bytes=pr.params,
             optimizer_bytes=pr.optimizer_bytes, master_weights=pr.master_weights,
-            layer_params=per_layer, gathered_layers=gathered_layers,
+            layer_params=per_layer, gathered_layers=gathered_layers, reshard=plan.reshard,
         )
         # DualPipe's two copies of a stage live on twice the ranks, which share its sharded state
         for key, psi, group, per_layer in (
@@ -147,13 +145,9 @@ def memory_per_gpu(plan: Plan) -> Memory:
     extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight,
                                      dropout=model.dropout)
     d, e = state["dense"], state["expert"]
-    # FSDP without reshard keeps whole gradients through the step and reduce-scatters once (traffic.py)
-    whole_grads = (plan.dp_kind == DP_KIND_CODES[DataParallel.FSDP]) & ~plan.reshard
-    w_g = pr.grad_buffer_bytes
-    grads = np.where(whole_grads, w_g * (psi_dense + psi_expert), d.grads + e.grads)
     return Memory(
         plan=plan,
-        params=d.params + e.params, grads=grads, optimizer=d.optimizer + e.optimizer,
+        params=d.params + e.params, grads=d.grads + e.grads, optimizer=d.optimizer + e.optimizer,
         gathered=d.gathered + e.gathered,
         activations=activation_bytes_first_stage(per_layer, layers, inflight) * pr.saved_activations / 2,  # counts assume BF16
         extras=extras,

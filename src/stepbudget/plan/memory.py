@@ -131,6 +131,7 @@ def model_state_bytes(
     *,
     layer_params=0,
     gathered_layers=2,
+    reshard=True,
 ) -> ModelState:
     """Parameters, gradients and optimizer state per GPU, in bytes (formulas.md 5.1).
 
@@ -143,7 +144,8 @@ def model_state_bytes(
     parameters that are their own master (FP32 training). ``layer_params``: parameters of
     one layer of this GPU's shard, unsharded over DP; ``gathered_layers``: layers whose
     full parameters ZeRO-3/FSDP keep gathered at once (2 with prefetch; set it to the
-    stage's layers for FSDP without reshard-after-forward, as in Llama 3).
+    stage's layers for FSDP without reshard-after-forward, as in Llama 3); ``reshard=False``: FSDP then
+    also keeps whole gradients through the step and reduce-scatters them once (budget/traffic.py).
 
     Ignores transient buffers: gradient buckets before their reduce-scatter, the
     all-gather of the optimizer step's output, allocator fragmentation.
@@ -159,6 +161,7 @@ def model_state_bytes(
     )
     K = K - (1 - master) * MASTER_WEIGHT_BYTES  # no master copy: the parameters are the master
     shard_os, shard_g, shard_p = _SHARDS_OPTIMIZER[code], _SHARDS_GRADS[code], _SHARDS_PARAMS[code]
+    shard_g = shard_g & ~((code == DP_KIND_CODES[DataParallel.FSDP]) & ~np.asarray(reshard, bool))
     params = w_p * Psi / np.where(shard_p, d, 1)  # P_p: ZeRO-3 / FSDP, [ZeRO] §5.3
     grads = w_g * Psi / np.where(shard_g, d, 1)  # P_g: ZeRO-2 and up, [ZeRO] §5.2
     optimizer = K * Psi / np.where(shard_os, d, 1)  # P_os: ZeRO-1 and up, [ZeRO] §5.1
