@@ -267,7 +267,7 @@ def simulate(
     mc = tails = None
     if steps > 1 or jit.any:
         R = replicas or int(budget.plan.dp)
-        mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program)
+        mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate)
         tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
     if trace is not None:
         write_trace(result, trace)

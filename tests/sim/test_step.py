@@ -99,6 +99,14 @@ def test_stragglers_slow_the_step(budgets):
     assert slow.percentile(50) > 1.3 * calm.percentile(50)
 
 
+def test_jittered_steps_run_at_the_given_link_rate(budgets):
+    # the same draws at half the link rate: every pipeline waits at least as long, and the exposed exchanges longer
+    b = budgets["hpn-gpt3-175b"]
+    full = monte_carlo(b, Jitter(compute_cv=0.01), steps=20, samples=4, seed=3)
+    half = monte_carlo(b, Jitter(compute_cv=0.01), steps=20, samples=4, seed=3, link_rate=0.5)
+    assert np.all(half.pipeline_s >= full.pipeline_s) and half.pipeline_s.mean() > full.pipeline_s.mean()
+
+
 def test_wire_bytes_under_the_curve_equal_the_budget_and_the_counter_reads_duty_times_rate():
     b = sb.estimate(sb.derive(sb.load("llama3-405b")))
     w = wire_of(b, steps=5)

@@ -179,7 +179,8 @@ class MonteCarlo:
 
 
 def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
-                seed: int = 0, contention: bool = True, program: StepProgram | None = None) -> MonteCarlo:
+                seed: int = 0, contention: bool = True, program: StepProgram | None = None,
+                link_rate: float = 1.0) -> MonteCarlo:
     """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
 
     Replicas are independent pipelines that meet at every step's gradient reduction, so a step
@@ -190,7 +191,7 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     rng = np.random.default_rng(seed)
     prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
-    pipes = np.array([_run(prog, 1.0, jitter, rng).makespan_s for _ in range(n)])
+    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)])
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
 
 
