@@ -149,7 +149,8 @@ def memory_per_gpu(plan: Plan) -> Memory:
         plan=plan,
         params=d.params + e.params, grads=d.grads + e.grads, optimizer=d.optimizer + e.optimizer,
         gathered=d.gathered + e.gathered,
-        activations=activation_bytes_first_stage(per_layer, layers, inflight) * pr.saved_activations / 2,  # counts assume BF16
+        # the per-layer counts assume BF16 activations
+        activations=activation_bytes_first_stage(per_layer, layers, inflight) * pr.saved_activations / 2,
         extras=extras,
         layers=layers, inflight=inflight,
         capacity=float(sc.cluster.gpu.hbm_bytes),
