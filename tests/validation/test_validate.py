@@ -207,3 +207,14 @@ def test_conversion_reads_stored_scores_and_picks_the_shallowest_interleaving(tm
     assert c.scenario.layout.virtual_stages == 3 and any("interleaving depth" in a for a in c.assumptions)
     c = to_case(by_id["korthikanti22_table5_175B_selective"])
     assert c.scenario.layout.virtual_stages == 3 and c.scenario.layout.recompute == "selective"
+
+
+def test_megatron_family_runs_lay_ranks_out_as_megatron_does(tmp_path):
+    # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp", so an EP group inside DP stays on one node
+    ms = to_case(RUNS["megascale_table2_175B_megascale_256gpu"]).scenario
+    assert [a.value for a in ms.layout.order] == ["tp", "cp", "dp", "pp"]
+    llama = to_case(RUNS["llama3_405b_table4_16384gpu_seq8192"]).scenario
+    assert [a.value for a in llama.layout.order] == ["tp", "cp", "pp", "dp"]  # Llama 3 3.3.2 states its own
+    run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
+    run["layout"]["order"] = "tp-cp-pp-dp"
+    assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "pp", "dp"]

@@ -53,6 +53,9 @@ MFU_CONVENTION = {
 }
 """FLOP convention of each source's MFU and TFLOP/s figures."""
 
+MEGATRON_FAMILY = ("megatron", "megascale", "nemo")
+"""Frameworks built on Megatron-LM: ranks are laid out TP innermost, then CP, EP/DP, and PP outermost."""
+
 NVLINK_BUSBW_SHARE = 370 / 450
 """Share of NVLink's line rate NCCL collectives reach (nccl-tests issue 212, NCCL maintainer: H100 ~370 of 450 GB/s)."""
 NIC_BUSBW_SHARE = 47 / 50
@@ -244,6 +247,8 @@ def to_case(run: dict) -> Case:
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
         out["order"] = order
+    elif "order" not in out and any(k in framework.lower() for k in MEGATRON_FAMILY):
+        out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
 
     data["batch"] = {"global_batch_seqs": lay["global_batch_seqs"]}
     if "fp8" in _text(lay.get("precision")):
