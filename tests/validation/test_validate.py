@@ -218,3 +218,27 @@ def test_megatron_family_runs_lay_ranks_out_as_megatron_does(tmp_path):
     run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
     run["layout"]["order"] = "tp-cp-pp-dp"
     assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "pp", "dp"]
+
+
+BRIDGE = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "megatron_bridge_h100_runs.yaml")
+
+
+def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
+    by_id = {r["id"]: r for r in load_runs(BRIDGE)}
+    l405 = to_case(by_id["mbridge_llama31_405b_h100_1024gpu_fp8"]).scenario
+    assert (l405.overlap.tp, l405.overlap.dp, l405.overlap.pp, l405.overlap.ep) == (1.0, "auto", "auto", 0.0)
+    assert l405.layout.embedding_in_pipeline_split and l405.layout.loss_in_pipeline_split
+    assert l405.precision.gemm == "fp8" and l405.model.num_layers == 126  # not the Llama 3 preset's cluster
+    assert l405.cluster.tiers == ()
+    oss = to_case(by_id["mbridge_gptoss_120b_h100_64gpu_bf16"]).scenario
+    assert (oss.overlap.tp, oss.overlap.ep, oss.overlap.dp, oss.overlap.pp) == (0.0, 0.0, "auto", 0.0)
+    assert source_of(by_id["mbridge_llama3_8b_h100_8gpu_fp8"]) == "Megatron-Bridge"
+
+
+def test_out_of_sample_h100_dense_runs_stay_close():
+    # NVIDIA's Megatron-Bridge H100 table: the dense FP8 rows are within 10 %; its MoE rows are the known
+    # miss the README states (the model is too fast on every MoE source)
+    rows, _ = validate(BRIDGE)
+    assert len(rows) == 6 and all(r.error is not None for r in rows)
+    dense = [r for r in rows if "llama" in r.case.id]
+    assert len(dense) == 3 and all(abs(r.error) < 0.10 for r in dense)

@@ -24,7 +24,10 @@ Rules, the same for every run (no per-run constants):
   Megatron-LM baseline runs FlashAttention-1 (FlashAttention-2 is one of MegaScale's own operators,
   §3.3), at half FlashAttention-2's rate (Dao 2023: about 2x on A100). MegaScale's own rows use
   its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
-  is not stated).
+  is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
+  pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
+  the windows the schedule leaves. Runs on Megatron-based frameworks that state no rank order take
+  Megatron-Core's (``tp-cp-ep-dp-pp``).
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -89,7 +92,7 @@ class Case:
 def source_of(run: dict) -> str:
     doc = str((run.get("source") or {}).get("document", "")) + " " + run["id"]
     low = doc.lower()
-    for key, name in (("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
+    for key, name in (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
                       ("megascale", "MegaScale"), ("llama", "Llama 3"), ("deepseek", "DeepSeek-V3")):
         if key in low:
             return name
@@ -224,6 +227,9 @@ def to_case(run: dict) -> Case:
             notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
     else:
         out.update(schedule="1f1b", virtual_stages=1)
+    for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
+        if lay.get(split) is not None:
+            out[split] = bool(lay[split])
     if lay.get("micro_batch"):
         out["micro_batch"] = lay["micro_batch"]
     elif "micro_batch" not in out:
@@ -270,6 +276,10 @@ def to_case(run: dict) -> Case:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in _text(run.get("notes")):
             ov.update(pp=0.0, dp=0.0)
+    for dim in re.findall(r"\b(tp|cp|ep|dp|pp)\b", _text(lay.get("overlap"))):
+        # what the run says its framework overlaps: model-parallel collectives fused or hidden whole,
+        # DP and PP hidden in the windows the schedule leaves them (the model's own default)
+        ov[dim] = 1.0 if dim in ("tp", "cp", "ep") else "auto"
     if source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
