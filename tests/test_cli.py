@@ -43,6 +43,15 @@ def test_budget_table_prints(preset):
     assert "step time" in r.output and "Bytes per GPU" in r.output and "Roofline" in r.output
 
 
+def test_an_moe_operator_table_says_what_it_leaves_out():
+    # the MoE rows of every validation source run slower than the model (README "Out of sample on H100")
+    moe = invoke("budget", "megascale-moe-352b")
+    dense = invoke("budget", "megascale-175b")
+    assert moe.exit_code == 0 and dense.exit_code == 0
+    assert "host sync per MoE layer" in " ".join(moe.output.split())
+    assert "Compute by operator" in dense.output and "MoE:" not in dense.output
+
+
 def test_no_arguments_runs_the_default_scenario():
     r = invoke()
     assert r.exit_code == 0, r.output
