@@ -92,8 +92,9 @@ class Case:
 def source_of(run: dict) -> str:
     doc = str((run.get("source") or {}).get("document", "")) + " " + run["id"]
     low = doc.lower()
-    for key, name in (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
-                      ("megascale", "MegaScale"), ("llama", "Llama 3"), ("deepseek", "DeepSeek-V3")):
+    for key, name in (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
+                      ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
+                      ("deepseek", "DeepSeek-V3")):
         if key in low:
             return name
     return doc.split(",")[0].strip() or "other"

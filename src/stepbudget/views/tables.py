@@ -139,7 +139,7 @@ def operators_table(budget: Budget) -> Table:
     if p.scenario.model.moe is not None:
         # README "Out of sample on H100": every MoE source runs slower than this model (validate)
         t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; published "
-                      "MoE steps run 15-40 % longer than this model predicts (stepbudget validate)")
+                      "MoE steps run 15-44 % longer than this model predicts (stepbudget validate)")
     t.caption_justify = "left"
     return t
 
