@@ -242,3 +242,19 @@ def test_out_of_sample_h100_dense_runs_stay_close():
     assert len(rows) == 6 and all(r.error is not None for r in rows)
     dense = [r for r in rows if "llama" in r.case.id]
     assert len(dense) == 3 and all(abs(r.error) < 0.10 for r in dense)
+
+
+NEMO = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "nemo_h100_runs.yaml")
+
+
+def test_out_of_sample_nemo_h100_runs():
+    # NVIDIA's NeMo 24.07 FP8 table stays close; the 24.03.01 long-context rows (4K to 1M tokens, CP up to 32)
+    # are all predicted and grouped as their own source, whatever their error
+    rows, summaries = validate(NEMO)
+    assert len(rows) == 15 and all(r.error is not None for r in rows)
+    by_source = {s.source: s for s in summaries}
+    table = by_source["NVIDIA NeMo 24.07 pre-training table"]
+    assert table.n == 6 and table.median_abs_error < 0.08 and table.max_abs_error < 0.12
+    assert by_source["NVIDIA NeMo 24.03.01 long-sequence table"].n == 9
+    cp32 = next(r for r in rows if r.case.id.endswith("seq1024k_1024gpu")).case.scenario
+    assert (cp32.layout.cp, cp32.layout.tp, cp32.model.seq_len) == (32, 8, 1024 * 1024)

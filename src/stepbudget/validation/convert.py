@@ -89,15 +89,18 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
+_SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
+            ("megascale", "MegaScale"), ("llama", "Llama 3"), ("deepseek", "DeepSeek-V3"))
+
+
 def source_of(run: dict) -> str:
-    doc = str((run.get("source") or {}).get("document", "")) + " " + run["id"]
-    low = doc.lower()
-    for key, name in (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
-                      ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
-                      ("deepseek", "DeepSeek-V3")):
-        if key in low:
-            return name
-    return doc.split(",")[0].strip() or "other"
+    """The source a run's summary row groups it under: named by its document, else by its id."""
+    doc = str((run.get("source") or {}).get("document", "")).strip()
+    for text in (doc, run["id"]):
+        name = next((name for key, name in _SOURCES if key in text.lower()), None)
+        if name or (doc and text is doc):
+            return name or doc.split(",")[0].strip()
+    return "other"
 
 
 @functools.cache
