@@ -27,7 +27,8 @@ Rules, the same for every run (no per-run constants):
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
   the windows the schedule leaves. Runs on Megatron-based frameworks that state no rank order take
-  Megatron-Core's (``tp-cp-ep-dp-pp``).
+  Megatron-Core's (``tp-cp-ep-dp-pp``), and their context parallelism is Megatron-Core's ring, whose
+  sends hide behind the attention of the block in hand.
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -215,6 +216,8 @@ def to_case(run: dict) -> Case:
     if m.get("moe") and not lay.get("ep"):
         notes.append("EP not stated: experts sharded by TP")
     out.update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
+    if cp > 1 and not lay.get("sp_attention") and any(k in framework.lower() for k in MEGATRON_FAMILY):
+        out["cp_kind"] = "ring"  # Megatron-Core context parallelism: K,V blocks passed around a ring (P2P)
     out.pop("expert_tp", None)
     if ep > 1 and not lay.get("sp_attention"):
         out["expert_tp"] = 1
@@ -280,6 +283,8 @@ def to_case(run: dict) -> Case:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in _text(run.get("notes")):
             ov.update(pp=0.0, dp=0.0)
+    if out.get("cp_kind") == "ring":
+        ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
     for dim in re.findall(r"\b(tp|cp|ep|dp|pp)\b", _text(lay.get("overlap"))):
         # what the run says its framework overlaps: model-parallel collectives fused or hidden whole,
         # DP and PP hidden in the windows the schedule leaves them (the model's own default)
