@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,7 +184,8 @@ def test_cli_table_plot_and_bad_runs_file(tmp_path):
     assert bad.exit_code == 2 and "--runs" in bad.output and "Traceback" not in bad.output
 
 
-EXAMPLE = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "megatron_a100_runs.yaml")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = str(EXAMPLES / "megatron_a100_runs.yaml")
 
 
 def test_out_of_sample_megatron_runs_stay_close():
@@ -220,7 +222,7 @@ def test_megatron_family_runs_lay_ranks_out_as_megatron_does(tmp_path):
     assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "pp", "dp"]
 
 
-BRIDGE = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "megatron_bridge_h100_runs.yaml")
+BRIDGE = str(EXAMPLES / "megatron_bridge_h100_runs.yaml")
 
 
 def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
@@ -235,6 +237,38 @@ def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
     assert source_of(by_id["mbridge_llama3_8b_h100_8gpu_fp8"]) == "Megatron-Bridge"
 
 
+def test_a_runs_overlap_list_is_all_its_framework_hides(tmp_path):
+    run = copy.deepcopy({r["id"]: r for r in load_runs(BRIDGE)}["mbridge_llama3_70b_h100_64gpu_fp8"])
+    run["layout"]["overlap"] = ["dp"]
+    sc = to_case(run).scenario
+    assert (sc.overlap.tp, sc.overlap.pp, sc.overlap.dp) == (0.0, 0.0, "auto")  # unlisted: nothing hidden
+    run["layout"]["overlap"] = []
+    assert to_case(run).scenario.overlap.dp == 0.0
+    run["layout"].update(overlap=None, loss_in_pipeline_split="false", embedding_in_pipeline_split=0)
+    sc = to_case(run).scenario  # written as text or numbers, these are still no
+    assert not sc.layout.embedding_in_pipeline_split and not sc.layout.loss_in_pipeline_split
+    for bad in ("no tp overlap", {"tp": False}, ["tp", "sp"]):
+        run["layout"]["overlap"] = bad
+        with pytest.raises(RunError, match=r"mbridge_llama3_70b_h100_64gpu_fp8: layout\.overlap"):
+            load_runs(_write(tmp_path, [run]))
+
+
+def test_megatrons_rank_order_wins_over_a_presets():
+    # a Megatron run of a model with a preset (Llama 3 405B carries Meta's [tp, cp, pp, dp]) is laid out as
+    # Megatron-Core lays it out; a stated order wins over both
+    run = copy.deepcopy({r["id"]: r for r in load_runs(BRIDGE)}["mbridge_llama31_405b_h100_1024gpu_fp8"])
+    run["model"]["name"] = "Llama 3 405B"
+    assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "dp", "pp"]
+    run["layout"].update(order="tp-cp-pp-dp", embedding_in_pipeline_split="true", loss_in_pipeline_split="yes")
+    sc = to_case(run).scenario
+    assert [a.value for a in sc.layout.order] == ["tp", "cp", "pp", "dp"]
+    assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
+    run["layout"]["order"] = "tp-pp-dp"
+    case = to_case(run)
+    assert [a.value for a in case.scenario.layout.order] == ["tp", "cp", "dp", "pp"]
+    assert any("rank order not read" in a for a in case.assumptions)
+
+
 def test_out_of_sample_h100_dense_runs_stay_close():
     # NVIDIA's Megatron-Bridge H100 table: the dense FP8 rows are within 10 %; its MoE rows are the known
     # miss the README states (the model is too fast on every MoE source)
@@ -244,7 +278,7 @@ def test_out_of_sample_h100_dense_runs_stay_close():
     assert len(dense) == 3 and all(abs(r.error) < 0.10 for r in dense)
 
 
-NEMO = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "nemo_h100_runs.yaml")
+NEMO = str(EXAMPLES / "nemo_h100_runs.yaml")
 
 
 def test_out_of_sample_nemo_h100_runs():

@@ -26,7 +26,7 @@ Rules, the same for every run (no per-run constants):
   its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
-  the windows the schedule leaves. Runs on Megatron-based frameworks that state no rank order take
+  the windows the schedule leaves, unlisted ones not at all. Runs on Megatron-based frameworks that state no rank order take
   Megatron-Core's (``tp-cp-ep-dp-pp``), and their context parallelism is Megatron-Core's ring, whose
   sends hide behind the attention of the block in hand.
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from stepbudget.inputs.hardware import gpu_presets
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
-from stepbudget.validation.runs import REQUIRED
+from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
 
 MFU_CONVENTION = {
     "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
@@ -96,12 +96,13 @@ _SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale
 
 def source_of(run: dict) -> str:
     """The source a run's summary row groups it under: named by its document, else by its id."""
+    def known(text: str) -> str | None:
+        return next((name for key, name in _SOURCES if key in text.lower()), None)
+
     doc = str((run.get("source") or {}).get("document", "")).strip()
-    for text in (doc, run["id"]):
-        name = next((name for key, name in _SOURCES if key in text.lower()), None)
-        if name or (doc and text is doc):
-            return name or doc.split(",")[0].strip()
-    return "other"
+    if doc:
+        return known(doc) or doc.split(",")[0].strip()
+    return known(run["id"]) or "other"
 
 
 @functools.cache
@@ -131,12 +132,19 @@ def _text(value) -> str:
     return "" if value is None else str(value).lower()
 
 
+def _flag(value) -> bool:
+    """A yes/no field as a runs file may write it (true, "false", 0)."""
+    return value if isinstance(value, bool) else _text(value) in ("true", "yes", "1")
+
+
 def to_case(run: dict) -> Case:
     """The scenario and measured step of one run (``reason`` set when it cannot be predicted)."""
     rid, source = run["id"], source_of(run)
     m, hw, lay, meas = run["model"], run["hardware"], run["layout"], run["measured"]
     notes: list[str] = []
     framework = str(lay.get("framework") or "")
+    fw = framework.lower()
+    megatron = any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
     common = dict(id=rid, source=source, gpus=run["num_gpus"], framework=framework)
 
     missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names if run[sec].get(name) is None]
@@ -216,7 +224,7 @@ def to_case(run: dict) -> Case:
     if m.get("moe") and not lay.get("ep"):
         notes.append("EP not stated: experts sharded by TP")
     out.update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
-    if cp > 1 and not lay.get("sp_attention") and any(k in framework.lower() for k in MEGATRON_FAMILY):
+    if cp > 1 and not lay.get("sp_attention") and megatron:
         out["cp_kind"] = "ring"  # Megatron-Core context parallelism: K,V blocks passed around a ring (P2P)
     out.pop("expert_tp", None)
     if ep > 1 and not lay.get("sp_attention"):
@@ -236,18 +244,18 @@ def to_case(run: dict) -> Case:
         out.update(schedule="1f1b", virtual_stages=1)
     for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
         if lay.get(split) is not None:
-            out[split] = bool(lay[split])
+            out[split] = _flag(lay[split])
     if lay.get("micro_batch"):
         out["micro_batch"] = lay["micro_batch"]
     elif "micro_batch" not in out:
         out["micro_batch"] = 1
         notes.append("micro-batch not stated: 1")
     if lay.get("sequence_parallel") is not None:
-        out["sequence_parallel"] = bool(lay["sequence_parallel"])
+        out["sequence_parallel"] = _flag(lay["sequence_parallel"])
     else:
         out["sequence_parallel"] = tp > 1
     if lay.get("flash_attention") is not None:
-        out["flash_attention"] = bool(lay["flash_attention"])
+        out["flash_attention"] = _flag(lay["flash_attention"])
     recompute = _text(lay.get("recompute"))
     out["recompute"] = "full" if "full" in recompute else "selective" if ("selective" in recompute or
                                                                           "remateriali" in recompute) else "none"
@@ -260,16 +268,18 @@ def to_case(run: dict) -> Case:
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
         out["order"] = order
-    elif "order" not in out and any(k in framework.lower() for k in MEGATRON_FAMILY):
-        out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
+    else:
+        if lay.get("order"):
+            notes.append("rank order not read: name tp, cp, pp and dp once each")
+        if megatron:  # the framework's layout, not the preset's cluster
+            out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
 
     data["batch"] = {"global_batch_seqs": lay["global_batch_seqs"]}
     if "fp8" in _text(lay.get("precision")):
         data.setdefault("precision", {})["gemm"] = "fp8"
 
     # what the framework overlaps (module doc)
-    fw = framework.lower()
-    if "megatron" in fw or "megascale" in fw:
+    if megatron:
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"
         data.setdefault("precision", {})["grads"] = "fp32"
     ov = data.setdefault("overlap", {})
@@ -279,16 +289,17 @@ def to_case(run: dict) -> Case:
     elif "megascale" in fw:
         ov.update(tp=1.0)
         model["parallel_block"] = True  # MegaScale 3.1: parallel transformer block (its window for SWA is not stated)
-    elif "megatron" in fw:
+    elif megatron:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in _text(run.get("notes")):
             ov.update(pp=0.0, dp=0.0)
+    if lay.get("overlap") is not None:
+        # what the run's recipe overlaps, and nothing else: model-parallel collectives fused or hidden
+        # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
+        listed = set(overlap_dims(lay["overlap"]))
+        ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
     if out.get("cp_kind") == "ring":
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
-    for dim in re.findall(r"\b(tp|cp|ep|dp|pp)\b", _text(lay.get("overlap"))):
-        # what the run says its framework overlaps: model-parallel collectives fused or hidden whole,
-        # DP and PP hidden in the windows the schedule leaves them (the model's own default)
-        ov[dim] = 1.0 if dim in ("tp", "cp", "ep") else "auto"
     if source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100

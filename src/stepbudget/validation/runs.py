@@ -40,6 +40,19 @@ _MOE_NUMBERS = ("num_experts", "top_k", "expert_ffn_hidden", "shared_experts", "
 _MAY_BE_ZERO = ("mtp_depth", "dense_layers", "shared_experts")
 
 
+OVERLAP_DIMS = ("tp", "cp", "ep", "dp", "pp")
+"""Dimensions a run's optional ``layout.overlap`` may list as overlapped by its framework."""
+
+
+def overlap_dims(value: object) -> list[str]:
+    """The dimensions ``layout.overlap`` lists (a list of names; ``[]`` or "none" for none); ValueError otherwise."""
+    if isinstance(value, str) and value.strip().lower() in ("", "none"):
+        return []
+    if not isinstance(value, list) or not all(isinstance(d, str) and d.lower() in OVERLAP_DIMS for d in value):
+        raise ValueError(value)
+    return [d.lower() for d in value]
+
+
 class RunError(ScenarioError):
     """A run in a runs file is malformed: the message names its id and the field."""
 
@@ -110,6 +123,12 @@ def check_run(run: object, index: int) -> None:
     dp = run["layout"].get("dp")
     if dp is not None and not isinstance(dp, str):
         _number(rid, "layout.dp", dp, True)
+    if run["layout"].get("overlap") is not None:
+        try:
+            overlap_dims(run["layout"]["overlap"])
+        except ValueError:
+            raise RunError(f"run {rid}: layout.overlap: list the dimensions the framework overlaps, among "
+                           f"{', '.join(OVERLAP_DIMS)} ([] for none)") from None
 
 
 def _number(rid: str, field: str, value: object, integer: bool) -> None:
