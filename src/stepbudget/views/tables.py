@@ -138,8 +138,8 @@ def operators_table(budget: Budget) -> Table:
                  "so shares need not add to 100 %")
     if p.scenario.model.moe is not None:
         # README "Out of sample on H100": every MoE source runs slower than this model (validate)
-        t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; on "
-                      "published MoE runs this model's steps come out 15-44 % short (stepbudget validate)")
+        t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; on the "
+                      "MoE runs validate checks, this model's steps come out 15-44 % short (README)")
     t.caption_justify = "left"
     return t
 
