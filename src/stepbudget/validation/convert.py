@@ -26,9 +26,9 @@ Rules, the same for every run (no per-run constants):
   its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
-  the windows the schedule leaves, unlisted ones not at all. Runs on Megatron-based frameworks that state no rank order take
-  Megatron-Core's (``tp-cp-ep-dp-pp``), and their context parallelism is Megatron-Core's ring, whose
-  sends hide behind the attention of the block in hand.
+  the windows the schedule leaves, unlisted ones not at all. Runs on Megatron-based frameworks
+  that state no rank order take Megatron-Core's (``tp-cp-ep-dp-pp``), and their context
+  parallelism is Megatron-Core's ring, whose sends hide behind the attention of the block in hand.
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -90,8 +90,10 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"),
-            ("megascale", "MegaScale"), ("llama", "Llama 3"), ("deepseek", "DeepSeek-V3"))
+_SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
+            ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
+            ("deepseek", "DeepSeek-V3"))
+"""Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
 
 
 def source_of(run: dict) -> str:
