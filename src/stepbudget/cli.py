@@ -201,7 +201,8 @@ def whatif(
 
 @app.command()
 def validate(
-    runs: Annotated[Optional[str], typer.Option("--runs", help="Runs file in the schema of the shipped published_runs.yaml.")] = None,
+    runs: Annotated[Optional[list[str]], typer.Option(
+        "--runs", help="Runs file in the schema of the shipped published_runs.yaml; give it again for more files.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write Figure 5.5 to FILE.html, FILE.png or FILE.svg.")] = None,
     as_json: AsJson = False,
 ) -> None:
@@ -211,7 +212,7 @@ def validate(
 
     _check_plot(plot)
     try:
-        rows, summaries = run_validate(runs)
+        rows, summaries = run_validate(runs or None)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:

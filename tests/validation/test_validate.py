@@ -298,3 +298,14 @@ def test_out_of_sample_nemo_h100_runs():
     assert cp32.layout.cp_kind == "ring" and cp32.overlap.cp == "auto"
     ulysses = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario  # SP attention, not a ring
     assert ulysses.layout.cp_kind == "all-gather"
+
+
+def test_validate_reads_several_runs_files_whose_ids_do_not_repeat():
+    together = CliRunner().invoke(app, ["validate", "--runs", EXAMPLE, "--runs", NEMO, "--json"])
+    assert together.exit_code == 0, together.output
+    d = json.loads(together.output)
+    alone = [validate(p)[0] for p in (EXAMPLE, NEMO)]
+    assert d["summary"]["n"] == sum(len(rows) for rows in alone)  # every run of both files, once
+    assert {"Narayanan et al.", "NVIDIA NeMo 24.07 pre-training table"} <= set(d["by_source"])
+    twice = CliRunner().invoke(app, ["validate", "--runs", NEMO, "--runs", NEMO])
+    assert twice.exit_code == 2 and "in both" in twice.output and "Traceback" not in twice.output

@@ -14,7 +14,7 @@ import numpy as np
 from stepbudget.budget.step import estimate
 from stepbudget.plan.derive import derive
 from stepbudget.validation.convert import Case, to_case
-from stepbudget.validation.runs import load_runs
+from stepbudget.validation.runs import RunError, load_runs
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,24 @@ def predict(case: Case) -> Row:
     return Row(case, float(b.step_s), float(b.mfu), float(b.compute_s), float(b.bubble_s), float(b.exposed_comm_s))
 
 
-def validate(path: str | None = None) -> tuple[list[Row], list[Summary]]:
-    """Every run of ``path`` (default: the shipped file) predicted, and summaries per source then overall."""
-    rows = [predict(to_case(run)) for run in load_runs(path)]
+def validate(paths: str | list[str] | None = None) -> tuple[list[Row], list[Summary]]:
+    """Every run of ``paths`` (one file or several; default: the shipped file) predicted, and summaries per
+    source then overall."""
+    rows = [predict(to_case(run)) for run in _runs(paths)]
     sources = list(dict.fromkeys(r.case.source for r in rows))
     summaries = [summarize(s, [r for r in rows if r.case.source == s]) for s in sources]
     return rows, summaries + [summarize("all", rows)]
+
+
+def _runs(paths: str | list[str] | None) -> list[dict]:
+    """The runs of one file or several, whose ids must not repeat across them."""
+    if paths is None or isinstance(paths, str):
+        return load_runs(paths)
+    runs, seen = [], {}
+    for path in paths:
+        for run in load_runs(path):
+            if run["id"] in seen:
+                raise RunError(f"run {run['id']}: id: in both {seen[run['id']]} and {path}; give each run its own id")
+            seen[run["id"]] = path
+            runs.append(run)
+    return runs
