@@ -125,6 +125,7 @@ PSI = 12 * LAYER / 8 + V * H / 8  # TP8 PP8: 12 layers and the vocab-parallel (t
         ("zero1", True, 2 * PSI, 2 * PSI, 12 * PSI / 8, 0),
         ("zero2", True, 2 * PSI, 2 * PSI / 8, 12 * PSI / 8, 0),
         ("zero3", True, 2 * PSI / 8, 2 * PSI / 8, 12 * PSI / 8, 2),
+        ("zero3", False, 2 * PSI / 8, 2 * PSI / 8, 12 * PSI / 8, 2),  # reshard is FSDP's switch: ZeRO-3 always frees
         ("fsdp", True, 2 * PSI / 8, 2 * PSI / 8, 12 * PSI / 8, 2),  # prefetch keeps 2 layers gathered
         ("fsdp", False, 2 * PSI / 8, 2 * PSI, 12 * PSI / 8, 12),  # no reshard: whole grads, whole stage gathered
     ],
@@ -168,6 +169,16 @@ def test_fsdp_gradients_whole_without_reshard(reshard):
     assert float(m.layers) == 7
     assert float(m.grads) == pytest.approx(4 * psi / (1 if not reshard else d), rel=1e-12)
     assert float(m.params) == pytest.approx(2 * psi / d, rel=1e-12)
+
+
+def test_zero3_regathers_whatever_the_fsdp_switch_says():
+    # memory and traffic read one flag: ZeRO-3 frees gathered parameters after every pass
+    calls = {}
+    for reshard in ("true", "false"):
+        sc = sb.load("hpn-gpt3-175b", ["layout.dp_kind=zero3", f"layout.reshard_after_forward={reshard}"])
+        b = sb.estimate(sb.derive(sc))
+        calls[reshard] = [float(x.calls) for x in b.exchanges if x.dim.value == "dp"]
+    assert calls["true"] == calls["false"] and max(calls["true"]) > 0
 
 
 def test_dualpipe_holds_two_stages_of_parameters():

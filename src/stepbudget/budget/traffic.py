@@ -18,7 +18,7 @@ from stepbudget.enums import Axis, Collective, EPKind
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
-DDP, ZERO2, ZERO3, FSDP = (DP_KIND_CODES[k] for k in ("ddp", "zero2", "zero3", "fsdp"))
+DDP, ZERO2 = (DP_KIND_CODES[k] for k in ("ddp", "zero2"))
 FULL = RECOMPUTE_CODES["full"]
 
 
@@ -127,10 +127,9 @@ def exchanges(plan: Plan) -> list[Exchange]:
     units = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     alg = plan.dp_algorithm
     ddp = plan.dp_kind == DDP
-    resharded = (plan.dp_kind == ZERO3) | ((plan.dp_kind == FSDP) & plan.reshard)
-    per_microbatch = (plan.dp_kind == ZERO2) | resharded
+    per_microbatch = (plan.dp_kind == ZERO2) | plan.reshard
     rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
-    ag_calls = np.where(ddp, 0, units * np.where(resharded, 2 * mbs, 1))
+    ag_calls = np.where(ddp, 0, units * np.where(plan.reshard, 2 * mbs, 1))
     # DualPipe ranks hold two stages (i and p-1-i, DSV3 Table 2): twice the parameters, each reduced
     # over the twice as many ranks that hold it
     copies = parameter_copies(plan.schedule)

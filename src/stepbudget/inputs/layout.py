@@ -34,7 +34,7 @@ class Layout(Frozen):
     dp_kind: DataParallel = DataParallel.ZERO1
     """How the DP group shares model state: ddp, zero1, zero2, zero3, fsdp."""
     reshard_after_forward: bool = True
-    """FSDP/ZeRO-3 only: free gathered parameters after forward and gather them again in backward."""
+    """FSDP only: free gathered parameters after forward and gather them again in backward (ZeRO-3 always does)."""
     sequence_parallel: bool = True
     """Megatron sequence parallelism with TP (same bytes, reduce-scatter + all-gather)."""
     cp_kind: CPKind = CPKind.ALL_GATHER

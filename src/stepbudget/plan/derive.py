@@ -47,6 +47,7 @@ class Plan:
     schedule: np.ndarray
     dp_kind: np.ndarray
     reshard: np.ndarray
+    """Parameters freed after each pass and gathered again (ZeRO-3, FSDP with reshard_after_forward)."""
     sequence_parallel: np.ndarray
     recompute: np.ndarray
     cp_kind: np.ndarray
@@ -120,6 +121,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         _code(vals["cp_kind"], CP_KIND_CODES),
     )
     tp, cp, pp, dp, ep, etp, v, mb, sched, dpk, reshard, sp, rec, cpk = arrays
+    # parameters freed after each pass and gathered again: always under ZeRO-3, by FSDP's switch
+    reshard = (dpk == DP_KIND_CODES["zero3"]) | ((dpk == DP_KIND_CODES["fsdp"]) & reshard)
 
     counts = model_counts(model, scenario.flops.convention)
     L = model.num_layers

@@ -32,7 +32,7 @@ def schedule_label(schedule: str, virtual_stages: int) -> str:
 def layout_label(sc: Scenario) -> str:
     lay = sc.layout
     sched = schedule_label(lay.schedule.value, lay.virtual_stages)
-    dp = lay.dp_kind.value + ("" if lay.dp_kind.value not in ("fsdp", "zero3") or lay.reshard_after_forward else " no-reshard")
+    dp = lay.dp_kind.value + ("" if lay.dp_kind.value != "fsdp" or lay.reshard_after_forward else " no-reshard")
     return f"{degrees_label(lambda a: getattr(lay, a))} · {sched} · {dp} · micro-batch {lay.micro_batch}"
 
 
