@@ -71,10 +71,8 @@ def validate(paths: str | list[str] | None = None) -> tuple[list[Row], list[Summ
 
 def _runs(paths: str | list[str] | None) -> list[dict]:
     """The runs of one file or several, whose ids must not repeat across them."""
-    if paths is None or isinstance(paths, str):
-        return load_runs(paths)
     runs, seen = [], {}
-    for path in paths:
+    for path in [paths] if paths is None or isinstance(paths, str) else paths:
         for run in load_runs(path):
             if run["id"] in seen:
                 raise RunError(f"run {run['id']}: id: in both {seen[run['id']]} and {path}; give each run its own id")
