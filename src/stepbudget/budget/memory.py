@@ -102,8 +102,7 @@ def first_rank_layers(plan: Plan) -> np.ndarray:
     sc = plan.scenario
     lay, L = sc.layout, sc.model.num_layers
     embed = int(lay.embedding_in_pipeline_split)
-    slots = L + sc.model.mtp_layers + embed + int(lay.loss_in_pipeline_split)
-    per_rank = np.ceil(slots / plan.pp)  # all v chunks of the rank together
+    per_rank = np.ceil(sc.pipeline_slots / plan.pp)  # all v chunks of the rank together
     return np.where(plan.pp == 1, L, np.clip(per_rank - embed, 1, L))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from importlib import resources
 
 import yaml
@@ -143,6 +145,11 @@ class Cluster(Frozen):
 
 
 def gpu_presets() -> dict[str, dict]:
-    """GPU datasheets shipped with the package (inputs/gpus.yaml), by name."""
+    """GPU datasheets shipped with the package (inputs/gpus.yaml), by name: a fresh copy callers may edit."""
+    return copy.deepcopy(_gpu_presets())
+
+
+@functools.cache
+def _gpu_presets() -> dict[str, dict]:
     text = (resources.files("stepbudget.inputs") / "gpus.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)

@@ -60,7 +60,7 @@ class Scenario(Frozen):
                 f"layout.cp: seq_len {m.seq_len} must split into 2*cp = {2 * lay.cp} equal chunks for causal balance; "
                 "choose cp so that seq_len is divisible by 2*cp"
             )
-        slots = m.num_layers + m.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
+        slots = self.pipeline_slots
         chunks = lay.pp * lay.virtual_stages
         if slots % chunks:
             raise ValueError(
@@ -89,6 +89,12 @@ class Scenario(Frozen):
         if lay.schedule == Schedule.DUALPIPE and (seqs // (lay.dp * lay.micro_batch)) % 2:
             raise ValueError("layout.schedule: DualPipe needs an even number of micro-batches per pipeline")
         return self
+
+    @property
+    def pipeline_slots(self) -> int:
+        """Layer slots the pipeline splits: transformer and MTP layers, plus embedding and loss where they take one."""
+        lay = self.layout
+        return self.model.num_layers + self.model.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
 
     @property
     def peak_gemm_flops(self) -> float:

@@ -249,7 +249,7 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
     # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)
     lay = sc.layout
     e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
-    per_stage = (model.num_layers + model.mtp_layers + e + l_) / pp
+    per_stage = sc.pipeline_slots / pp
     layer_s = fwd + bwd + again
     others = np.where(pp >= 3, per_stage, per_stage - e) * layer_s
     last = (per_stage - l_) * layer_s + head_fwd + head_bwd

@@ -112,10 +112,10 @@ def _pipelines(pp: int, slots: int) -> list[tuple[int, int]]:
 
 def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
     """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the cluster's)."""
-    model, lay = scenario.model, scenario.layout
+    model = scenario.model
     n = gpus or scenario.cluster.gpus
     seqs = scenario.global_batch_seqs
-    slots = model.num_layers + model.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
+    slots = scenario.pipeline_slots
     kv = model.num_heads if model.mla is not None else model.kv_heads
     tps = [t for t in _divisors(n) if model.num_heads % t == 0 and kv % t == 0]
     cps = [c for c in _divisors(n) if model.seq_len % (2 * c) == 0 and model.seq_len // c >= MIN_TOKENS_PER_CP_RANK] or [1]

@@ -306,7 +306,7 @@ def to_case(run: dict) -> Case:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
         # (Dao 2023, abstract and Fig. 4)
-        spec = copy.deepcopy(gpu_presets()[gpu])
+        spec = gpu_presets()[gpu]
         k = spec.setdefault("kernels", {})
         k.update(attention_fwd=k["attention_fwd"] / 2, attention_bwd=k["attention_bwd"] / 2)
         cl["gpu"] = spec
