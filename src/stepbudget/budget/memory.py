@@ -18,6 +18,7 @@ import numpy as np
 from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
+from stepbudget.plan.flops import attention_widths
 from stepbudget.plan.memory import (
     activation_bytes_extras,
     activation_bytes_first_stage,
@@ -71,26 +72,20 @@ class Memory:
         return self.capacity - self.total
 
 
-def _mlp_width(model: Model, d_ff: float) -> float:
-    return model.mlp_intermediates * d_ff  # stored intermediates per token
-
-
 def layer_widths(model: Model) -> dict[str, float]:
     """Per-token widths ``layer_activation_bytes`` needs, for this model's average layer."""
-    h, a = model.hidden_size, model.num_heads
+    h, a, per_ff = model.hidden_size, model.num_heads, model.mlp_intermediates  # stored intermediates per d_ff
+    d_qk, attn_out = attention_widths(model)
     if model.mla is not None:  # DeepSeek MLA: Q and K of nope+rope width, V of v_head_dim; latents outside TP
         ml = model.mla
-        qk = a * (ml.qk_nope_head_dim + ml.qk_rope_head_dim)
-        qkv, attn_out = 2 * qk + a * ml.v_head_dim, a * ml.v_head_dim
-        latent = ml.q_lora_rank + ml.kv_lora_rank + ml.qk_rope_head_dim
+        qkv, latent = 2 * d_qk + attn_out, ml.q_lora_rank + ml.kv_lora_rank + ml.qk_rope_head_dim
     else:
-        qkv = (a + 2 * model.kv_heads) * model.head_width  # GQA: K and V have kv_heads heads
-        attn_out, latent = a * model.head_width, 0.0
-    mlp = _mlp_width(model, model.ffn_size)
+        qkv, latent = d_qk + 2 * model.kv_heads * model.head_width, 0.0  # GQA: K and V have kv_heads heads
+    mlp = per_ff * model.ffn_size
     if model.moe is not None:
         moe = model.moe
-        routed = moe.top_k * (h + _mlp_width(model, moe.expert_ffn_size))  # dispatched copy + intermediates
-        shared = moe.shared_experts * _mlp_width(model, moe.shared_ffn_size or moe.expert_ffn_size)
+        routed = moe.top_k * (h + per_ff * moe.expert_ffn_size)  # dispatched copy + intermediates
+        shared = moe.shared_experts * per_ff * moe.shared_width
         share = model.moe_layers / model.num_layers
         mlp = (1 - share) * mlp + share * (routed + shared)
     return {"h": h, "heads": a, "qkv_width": qkv, "attn_out_width": attn_out, "mlp_width": mlp,

@@ -67,7 +67,7 @@ _1F1B = SCHEDULE_CODES[Schedule.ONE_F_ONE_B]
 _INTERLEAVED = SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B]
 _ZB_H1 = SCHEDULE_CODES[Schedule.ZB_H1]
 _ZB_H2 = SCHEDULE_CODES[Schedule.ZB_H2]
-_DUALPIPE = DUALPIPE_CODE = SCHEDULE_CODES[Schedule.DUALPIPE]
+DUALPIPE_CODE = SCHEDULE_CODES[Schedule.DUALPIPE]
 SCHEDULE_BY_CODE: dict[int, Schedule] = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
 
 BACKWARD_RATIO = 2.0
@@ -235,7 +235,7 @@ def schedule_reason(schedule, p, m, v) -> np.ndarray:
     Shape: all arguments broadcast; int.
     """
     code, p, m, v = np.broadcast_arrays(schedule_code(schedule), *(np.asarray(x) for x in (p, m, v)))
-    interleaved, dualpipe = code == _INTERLEAVED, code == _DUALPIPE
+    interleaved, dualpipe = code == _INTERLEAVED, code == DUALPIPE_CODE
     needs_full = (code == _ZB_H1) | dualpipe
     positive = (p >= 1) & (m >= 1) & (v >= 1)
     return np.select(

@@ -44,6 +44,11 @@ class MoE(Frozen):
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
     share of the all-to-all then sets its time (a2a/routing.py; FAST measured pairs at 12x the median)."""
 
+    @property
+    def shared_width(self) -> int:
+        """Intermediate width of one shared expert: shared_ffn_size if given, else expert_ffn_size."""
+        return self.shared_ffn_size or self.expert_ffn_size
+
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoE":
         if self.top_k > self.num_experts:

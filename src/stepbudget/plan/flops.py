@@ -85,7 +85,7 @@ def model_counts(model: Model, convention: str = "causal") -> ModelCounts:
     dense_mlp = n_mat * h * model.ffn_size
     if moe is not None:
         expert = n_mat * h * moe.expert_ffn_size
-        shared = moe.shared_experts * n_mat * h * (moe.shared_ffn_size or moe.expert_ffn_size)
+        shared = moe.shared_experts * n_mat * h * moe.shared_width
         router = h * moe.num_experts
         routed_layer = moe.num_experts * expert
         active_routed_layer = moe.top_k * expert

@@ -165,7 +165,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
                              ELEMENT_BYTES * T_moe * k * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
                              hbm_Bps, share=share))
         if moe.shared_experts:
-            fs = moe.shared_experts * (moe.shared_ffn_size or fe)
+            fs = moe.shared_experts * moe.shared_width
             ops.append(gemm("shared up", T, up_mult * fs / t, h, 1, share=share, **g))
             ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
 

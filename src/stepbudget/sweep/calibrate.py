@@ -9,6 +9,8 @@ layout, with its bubble and exposed exchanges added, takes the same step time as
 
 from __future__ import annotations
 
+import dataclasses
+
 from stepbudget.budget.step import estimate
 from stepbudget.enums import RateScope
 from stepbudget.inputs.scenario import Scenario
@@ -26,13 +28,17 @@ def kernel_scenario(sc: Scenario) -> tuple[Scenario, float | None]:
         return sc, None
     plan = derive(sc)
     measured, step_rate = float(estimate(plan).step_s), float(plan.flops_rate)
+
+    def step_at(rate: float) -> float:  # only the rate and its scope change: the plan is derived once
+        return float(estimate(dataclasses.replace(plan, flops_rate=rate, rate_scope=RateScope.KERNEL)).step_s)
+
     lo, hi = step_rate, step_rate
-    while float(estimate(derive(_with_rate(sc, hi))).step_s) > measured:  # kernel rate >= step rate
+    while step_at(hi) > measured:  # kernel rate >= step rate
         hi *= 2
         if hi > 1e3 * step_rate:  # exposed time alone exceeds the measurement: keep the step rate
             return _with_rate(sc, step_rate), step_rate
     for _ in range(60):  # bisection on a step time that falls as the rate rises
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if float(estimate(derive(_with_rate(sc, mid))).step_s) > measured else (lo, mid)
+        lo, hi = (mid, hi) if step_at(mid) > measured else (lo, mid)
     rate = 0.5 * (lo + hi)
     return _with_rate(sc, rate), rate

@@ -49,10 +49,7 @@ def _title(curve: ScaleCurve) -> str:
 
 def scale_figure(curve: ScaleCurve, path: str | os.PathLike) -> None:
     """Write the scaling curve to ``path`` (.html, .png or .svg)."""
-    path = Path(path)
-    if path.suffix not in FORMATS:
-        raise ValueError(f"--plot: {path.name!r} has no known extension; use one of {', '.join(FORMATS)}")
-    write_figure(path, lambda: _plotly(curve), lambda tmp: _matplotlib(curve, tmp))
+    write_figure(Path(path), lambda: _plotly(curve), lambda tmp: _matplotlib(curve, tmp))
 
 
 def _plotly(curve: ScaleCurve):

@@ -94,9 +94,8 @@ def summary_lines(result: SearchResult) -> list[str]:
         lines.append("dropped: " + "; ".join(drops))
     if r.schedule_invalid:
         lines.append(f"skipped {r.schedule_invalid:,} candidates a schedule rejects (micro-batches per pipeline)")
-    rate = float(derive(r.scenario).flops_rate)
     if r.calibrated_rate is not None:
-        lines.append(f"kernel rate {fmt_flops(rate)}: calibrated so the scenario's own layout keeps its measured step time")
+        lines.append(f"kernel rate {fmt_flops(r.calibrated_rate)}: calibrated so the scenario's own layout keeps its measured step time")
     return lines
 
 
