@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.sim.links import maxmin_rates_csr
+from stepbudget.sim.links import _maxmin_csr
 
 from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
@@ -71,7 +71,7 @@ def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Progressive filling on a checked link table: the simulator's rule (sim/links.py), one copy."""
     used = table >= 0
     indptr = np.concatenate(([0], np.cumsum(used.sum(axis=1))))
-    return maxmin_rates_csr(indptr, table[used], cap)
+    return _maxmin_csr(indptr, table[used], cap)
 
 
 def maxmin_rates(flow_links, capacities) -> np.ndarray:

@@ -5,14 +5,14 @@ Three layers, read top to bottom:
 * ``Engine``: a heap of ``(time_s, priority, seq, callback)`` and a step loop, as in
   simpy's ``core.py``; no I/O, no logging, no knowledge of tasks.
 * Resources on an engine: ``Streams`` (serial FIFO compute, one task at a time per
-  stream) and ``Network`` (flows sharing links at rates from a sharing rule).
+  stream) and ``Network`` (flows sharing links at max-min fair rates).
 * ``simulate(graph, link_capacity_Bps) -> Timeline``: releases each task when its
   dependencies have finished, onto a stream, onto the network, or through at once.
 
 Network events are batched: any flow start or finish marks the rates stale and
 schedules one recomputation at the same instant with ``Priority.LATE`` (after
 every other event at that time), so a thousand flows that finish together cost
-one call of the sharing rule. The network keeps a single pending "next finish"
+one rate computation. The network keeps a single pending "next finish"
 event; a version counter invalidates it lazily when the rates change.
 
 What it ignores: per-message latency (alpha) and protocol overheads unless the
@@ -31,12 +31,11 @@ from functools import partial
 import numpy as np
 
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.sim.links import FlowLinks, gather_csr, maxmin_rates_csr
+from stepbudget.sim.links import FlowLinks, _maxmin_csr, gather_csr
 from stepbudget.sim.timeline import Timeline
 
 __all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "simulate"]
 
-SharingRule = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 """``rates(indptr, link_ids, capacity_Bps) -> rates_Bps``; contract in ``sim.links``."""
 
 _TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
@@ -126,7 +125,7 @@ class Network:
     """Links shared by flows; ``on_finish(flows)`` is called with the ids that complete.
 
     ``flow_links`` lists, for every flow id that may ever start, the links it crosses.
-    Rates come from ``sharing`` (max-min by default) and are recomputed once per
+    Rates are max-min fair (``sim.links``) and are recomputed once per
     instant at which any flow started or finished; ``on_rates(flows, rates_Bps)``,
     if given, sees every new allocation.
     """
@@ -137,11 +136,10 @@ class Network:
         flow_links: FlowLinks,
         capacity_Bps: np.ndarray,
         on_finish: Callable[[np.ndarray], None],
-        sharing: SharingRule = maxmin_rates_csr,
         on_rates: Callable[[np.ndarray, np.ndarray], None] | None = None,
     ) -> None:
         self._engine, self._links, self._capacity = engine, flow_links, capacity_Bps
-        self._on_finish, self._sharing, self._on_rates = on_finish, sharing, on_rates
+        self._on_finish, self._on_rates = on_finish, on_rates
         num_flows = flow_links.indptr.size - 1
         self._remaining = np.zeros(num_flows)  # bytes left, as of self._last_s
         self._rate = np.zeros(num_flows)
@@ -181,7 +179,7 @@ class Network:
         if not active.size:
             return
         indptr, link_ids = gather_csr(self._links.indptr, self._links.link_ids, active)
-        rates = self._sharing(indptr, link_ids, self._capacity)
+        rates = _maxmin_csr(indptr, link_ids, self._capacity)
         self._rate[active] = rates
         with np.errstate(divide="ignore"):
             finish_at = self._engine.now + self._remaining[active] / rates  # time = bytes / rate
@@ -224,7 +222,7 @@ class _GraphRun:
     """The mutable state of one ``simulate`` call (private)."""
 
     def __init__(self, graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray,
-                 sharing: SharingRule, observer: Observer | None) -> None:
+                 observer: Observer | None) -> None:
         num_tasks = graph.num_tasks
         self.graph, self.duration_s, self.observer = graph, duration_s, observer
         self.engine = Engine()
@@ -243,7 +241,7 @@ class _GraphRun:
                                self._compute_finished)
         on_rates = None if observer is None else self._rates_changed
         self.network = Network(self.engine, FlowLinks(graph.link_indptr, graph.link_ids),
-                               capacity_Bps, self._complete, sharing, on_rates)
+                               capacity_Bps, self._complete, on_rates)
 
     def run(self) -> None:
         roots = np.flatnonzero(self.waiting == 0)
@@ -310,7 +308,6 @@ def simulate(
     *,
     link_rate_multiplier: np.ndarray | None = None,
     duration_multiplier: np.ndarray | None = None,
-    sharing: SharingRule = maxmin_rates_csr,
     observer: Observer | None = None,
 ) -> Timeline:
     """Run ``graph`` from time 0 until every task has finished.
@@ -318,8 +315,8 @@ def simulate(
     Shapes: ``link_capacity_Bps (L,)`` in bytes/s with ``L >= graph.num_links``;
     ``link_rate_multiplier (L,)`` scales each link (0.5 = a link at half rate);
     ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter,
-    drawn by the caller). ``sharing`` is the link-sharing rule (contract in
-    ``sim.links``); ``observer`` is told of starts, ends and rate changes.
+    drawn by the caller). Links are shared max-min fair (``sim.links``); ``observer`` is
+    told of starts, ends and rate changes.
     """
     capacity = np.asarray(link_capacity_Bps, dtype=np.float64)
     if capacity.ndim != 1 or capacity.size < graph.num_links:
@@ -332,7 +329,7 @@ def simulate(
     factor = _per_item(duration_multiplier, graph.num_tasks, "duration_multiplier", "task")
     if np.any(~(factor >= 0) | ~np.isfinite(factor)):
         raise ValueError("duration_multiplier must be finite and >= 0 for every task")
-    run = _GraphRun(graph, capacity, graph.duration_s * factor, sharing, observer)
+    run = _GraphRun(graph, capacity, graph.duration_s * factor, observer)
     run.run()
     stuck = np.isnan(run.end_s)
     if np.any(stuck):

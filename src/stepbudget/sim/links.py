@@ -4,8 +4,8 @@ A flow is a set of bytes moving over a tuple of link ids; every link it crosses
 carries it at the same rate. Flows are given in CSR form (the layout scipy.sparse
 uses): flow ``f`` crosses ``link_ids[indptr[f]:indptr[f + 1]]``.
 
-Contract of a link-sharing rule ``rates(indptr, link_ids, capacity_Bps) -> rates_Bps``
-(the one extension point of the network model, see ``sim.engine.simulate``):
+What ``maxmin_rates_csr(indptr, link_ids, capacity_Bps) -> rates_Bps`` returns (the rates
+``sim.engine.simulate`` gives its flows):
 
 * ``rates_Bps[f] >= 0`` for every flow (``inf`` for a flow that crosses no link);
 * on every link, the sum of the rates of the flows that cross it is at most its
@@ -109,6 +109,11 @@ def maxmin_rates_csr(
     link_ids = np.asarray(link_ids, dtype=np.int64)
     capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)
     _check(indptr, link_ids, capacity_Bps)
+    return _maxmin_csr(indptr, link_ids, capacity_Bps)
+
+
+def _maxmin_csr(indptr: np.ndarray, link_ids: np.ndarray, capacity_Bps: np.ndarray) -> np.ndarray:
+    """``maxmin_rates_csr`` on int64/float64 arrays already checked (the simulator checks its graph once)."""
     num_flows, num_links = indptr.size - 1, capacity_Bps.size
     lengths = np.diff(indptr)
     rates = np.where(lengths == 0, np.inf, 0.0)  # a flow over no link is unconstrained
