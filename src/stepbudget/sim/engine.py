@@ -336,6 +336,4 @@ def simulate(
         shown = ", ".join(graph.label(int(i)) for i in np.flatnonzero(stuck)[:3])
         raise ValueError(f"{int(stuck.sum())} task(s) never became ready (first: {shown}); "
                          "the dependencies contain a cycle: make deps point to earlier work")
-    return Timeline(start_s=run.start_s, end_s=run.end_s, kind=graph.kind, stream=graph.stream,
-                    size_bytes=graph.size_bytes, link_indptr=graph.link_indptr,
-                    link_ids=graph.link_ids, names=graph.names, engine_events=run.engine.events)
+    return Timeline(start_s=run.start_s, end_s=run.end_s, graph=graph, engine_events=run.engine.events)

@@ -82,13 +82,6 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def task_label(names, kind, task: int) -> str:
-    """Name of one task, or ``kind#index`` when there are no names."""
-    if names is not None:
-        return str(names[task])
-    return f"{TaskKind(int(kind[task])).name.lower()}#{task}"
-
-
 @dataclass(frozen=True, eq=False)
 class TaskGraph:
     """``T`` tasks as arrays; validated when built.
@@ -173,7 +166,9 @@ class TaskGraph:
 
     def label(self, task: int) -> str:
         """Name of one task, or ``kind#index`` when the graph has no names."""
-        return task_label(self.names, self.kind, task)
+        if self.names is not None:
+            return str(self.names[task])
+        return f"{TaskKind(int(self.kind[task])).name.lower()}#{task}"
 
     @classmethod
     def from_tasks(cls, tasks: Sequence[Task]) -> TaskGraph:

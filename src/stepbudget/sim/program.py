@@ -187,7 +187,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
 
     # all-gather buckets before the first forward of each layer (ZeRO-1 after the previous step's update)
     gathers: dict[tuple[int, int, int], int] = {}
-    blocking_gathers = dp_setting != "auto" and float(dp_setting) == 0
+    dp_not_overlapped = dp_setting != "auto" and float(dp_setting) == 0
     first_compute = [-1] * p
     last_gather = [-1] * p
     pass_start = [-1] * p
@@ -261,7 +261,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                     if kind == "F" and mb == 0 and (s, c, layer) in gathers:
                         layer_deps.append(gathers[(s, c, layer)])
                     dur = (per_mb * frac / v_run) / layers_per_chunk + extra
-                    if kind == "F" and mb == 0 and blocking_gathers and first_compute[s] < 0 and gathers:
+                    if kind == "F" and mb == 0 and dp_not_overlapped and first_compute[s] < 0 and gathers:
                         layer_deps.append(last_gather[s])  # not overlapped: every bucket before any compute
                     last = b.add(compute(f"{kind} s{s} m{mb} c{c} l{layer}", s, dur, layer_deps), "compute",
                                  "fwd" if kind == "F" else "bwd", s)
@@ -307,7 +307,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
             launches = sorted((layer_tasks[("B", mb, c, layer, s)], mb, c, layer) for mb in range(m - rounds, m)
                               for c in range(v_run) for layer in range(layers_per_chunk))  # in backward order
             for after, mb, c, layer in launches:
-                if dp_setting != "auto" and float(dp_setting) == 0:
+                if dp_not_overlapped:
                     after = last_compute[s]  # not overlapped: after the stage's backward ends
                 deps = [after] + buckets[-1:]  # one communicator: buckets queue in issue order (NCCL)
                 # due by the stage's last backward, unless that launches it: then nothing is left to hide behind

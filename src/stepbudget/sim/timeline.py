@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from stepbudget.sim.graph import TaskKind, task_label
+from stepbudget.sim.graph import TaskGraph, TaskKind
 
 __all__ = ["Timeline", "trace_events", "COMPUTE_PID", "NETWORK_PID"]
 
@@ -25,28 +25,30 @@ NETWORK_PID = 2
 _US_PER_S = 1e6  # trace timestamps are microseconds
 
 
+def _graph_field(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self.graph, name), doc=doc)
+
+
 @dataclass(frozen=True, eq=False)
 class Timeline:
-    """When each of ``T`` tasks ran. Arrays are indexed by task id, times in seconds."""
+    """When each of ``T`` tasks of ``graph`` ran. Arrays are indexed by task id, times in seconds;
+    the tasks' kind, stream, size, links and names are the graph's."""
 
     start_s: np.ndarray
     """Shape ``(T,)``: when the task began (a compute task: when its stream took it)."""
     end_s: np.ndarray
     """Shape ``(T,)``: when the task finished."""
-    kind: np.ndarray
-    """Shape ``(T,)``, int8 ``TaskKind``."""
-    stream: np.ndarray
-    """Shape ``(T,)``, stream id of compute tasks, -1 otherwise."""
-    size_bytes: np.ndarray
-    """Shape ``(T,)``, bytes of transfers, 0 otherwise."""
-    link_indptr: np.ndarray
-    """Shape ``(T + 1,)``, CSR row pointers into ``link_ids``."""
-    link_ids: np.ndarray
-    """Shape ``(E,)``, links crossed by each transfer."""
-    names: np.ndarray | None
-    """Shape ``(T,)`` of str, or None (tasks then show as ``kind#index``)."""
+    graph: TaskGraph
+    """The task graph that ran."""
     engine_events: int = 0
     """Heap events the engine processed (a cost figure for benchmarks)."""
+
+    kind = _graph_field("kind", "Shape ``(T,)``, int8 ``TaskKind``.")
+    stream = _graph_field("stream", "Shape ``(T,)``, stream id of compute tasks, -1 otherwise.")
+    size_bytes = _graph_field("size_bytes", "Shape ``(T,)``, bytes of transfers, 0 otherwise.")
+    link_indptr = _graph_field("link_indptr", "Shape ``(T + 1,)``, CSR row pointers into ``link_ids``.")
+    link_ids = _graph_field("link_ids", "Shape ``(E,)``, links crossed by each transfer.")
+    names = _graph_field("names", "Shape ``(T,)`` of str, or None (tasks then show as ``kind#index``).")
 
     @property
     def makespan_s(self) -> float:
@@ -60,7 +62,7 @@ class Timeline:
 
     def label(self, task: int) -> str:
         """Name of one task, or ``kind#index``."""
-        return task_label(self.names, self.kind, task)
+        return self.graph.label(task)
 
 
 def _metadata(pid: int, tid: int | None, name: str) -> dict[str, Any]:
