@@ -129,3 +129,15 @@ def test_cli_bad_input(args, fragment):
 def test_cli_dense_model_is_refused():
     r = CliRunner().invoke(app, ["moe", "llama3-405b"])
     assert r.exit_code == 2 and "model.moe" in r.output
+
+
+@pytest.mark.parametrize("sets", [[], ["layout.tp=2", "layout.dp=8", "layout.expert_tp=2"]])
+def test_report_and_budget_route_the_same_tokens(sets):
+    # one definition (Plan.dispatch_tokens): the report's layer times use the tokens the budget's EP bytes use
+    sc = sb.load("megascale-moe-352b", ["layout.tp=1", "layout.dp=16", "layout.ep=8", *sets])
+    plan = sb.derive(sc)
+    report = moe_report(sc)
+    assert report.tokens_per_gpu == int(plan.dispatch_tokens)
+    dispatch = next(x for x in sb.estimate(plan).exchanges if x.dim == Axis.EP)
+    h, k, w = sc.model.hidden_size, sc.model.moe.top_k, sc.precision.dispatch
+    assert float(dispatch.message_bytes) == pytest.approx(report.tokens_per_gpu * k * h * w)

@@ -90,8 +90,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     ratio = {name: {"exact": float(hiding_ratio(f, B, peak, ep)), "approx": float(hiding_ratio(f, B, peak)),
                     "bandwidth_Bps": B} for name, B in (("nvlink", nvlink), ("nic", nic))}
     chapter = [(label, float(hiding_ratio(ff, B, 989e12, n)), printed) for label, ff, B, n, printed in CHAPTER_ROWS]
-    sp = lay.sequence_parallel and lay.tp > 1 and lay.expert_tp_degree == 1
-    tokens = int(lay.micro_batch * model.seq_len / lay.cp / (lay.tp if sp else 1))  # tokens one GPU dispatches
+    tokens = int(plan.dispatch_tokens)  # the budget's figure (budget/traffic.py)
     w = sc.precision.dispatch
     layer = {name: moe_layer_times(tokens, model.hidden_size, f, moe.top_k, ep, B, peak, w, swiglu)
              for name, B in (("nvlink", nvlink), ("nic", nic))}

@@ -151,7 +151,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
     # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts
     if m.moe is None:
         return out
-    tokens = b * s / (c * t)
+    tokens = plan.dispatch_tokens
     passes = plan.moe_layers_per_gpu * mbs * (2 + full)
     ep_args = dict(group=e, calls=passes, q=plan.q["ep"], tier=plan.tier["ep"])
     if sc.layout.ep_kind == EPKind.ALL_GATHER:

@@ -93,6 +93,13 @@ class Plan:
     def shape(self) -> tuple[int, ...]:
         return np.shape(self.tp)
 
+    @property
+    def dispatch_tokens(self) -> np.ndarray:
+        """Tokens one GPU routes to its experts per micro-batch and MoE layer: b*s/(c*t). Sequence
+        parallelism shards them over TP; with expert TP, Megatron's all-to-all dispatcher gathers them
+        over the TP group after the exchange (token_dispatcher.py)."""
+        return self.micro_batch * self.scenario.model.seq_len / (self.cp * self.tp)
+
 
 def _code(value, table: Mapping[str, int]) -> np.ndarray:
     if isinstance(value, str):  # one scenario: a plain look-up
