@@ -15,6 +15,7 @@ Every quantity is a numpy array over the layouts of a sweep (0-d for one scenari
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,8 @@ class Op:
     bytes: np.ndarray
     fwd_s: np.ndarray
     bwd_s: np.ndarray
+    output_layer: bool = False
+    """Part of the output layer, which runs once per model (on the last stage), not once per layer."""
 
 
 def _shape_factor(x, half: float) -> np.ndarray:
@@ -207,10 +210,11 @@ def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: f
     T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
     g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
     heads = 1 + model.mtp_layers
-    return [
+    ops = [
         gemm("logits", T, V / t, model.hidden_size, heads, **g),
         memory_op("softmax + loss", 4 * T * V / t * 3 * heads, kernels, hbm_Bps),  # FP32 logits written, read, grad
     ]
+    return [dataclasses.replace(op, output_layer=True) for op in ops]
 
 
 def optimizer_s(params_updated, optimizer_bytes: float, grad_bytes: float, param_bytes: float, kernels: Kernels,

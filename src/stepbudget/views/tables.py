@@ -124,8 +124,8 @@ def operators_table(budget: Budget) -> Table:
     total = float(budget.compute_s)
     rows = []
     for op in p.operators:
-        per_step = float(np.asarray((op.fwd_s + op.bwd_s) * p.microbatches * (op.share * layers if op.name not in
-                                                                               ("logits", "softmax + loss") else 1 / p.pp)))
+        per_step = float(np.asarray((op.fwd_s + op.bwd_s) * p.microbatches * (1 / p.pp if op.output_layer else
+                                                                               op.share * layers)))
         rows.append((op, per_step))
     rows.append((None, float(p.optimizer_s)))
     for op, sec in sorted(rows, key=lambda r: -r[1]):
