@@ -97,10 +97,13 @@ class CPKind(StrEnum):
 
 
 class EPKind(StrEnum):
-    """Expert-parallel token exchange: all-to-all (Megatron, DeepSeek) or all-gather of the EP group's
-    tokens and reduce-scatter of the outputs (MegaScale-MoE 3.2, Fig. 9)."""
+    """Expert-parallel token exchange: all-to-all of every copy (NCCL, Megatron's alltoall
+    dispatcher); all-to-all that crosses the NIC once per target node and forwards on NVLink
+    (DeepEP's internode kernels, DeepSeek-V3 3.2.2; Megatron-Core's flex dispatcher); or all-gather
+    of the EP group's tokens and reduce-scatter of the outputs (MegaScale-MoE 3.2, Fig. 9)."""
 
     ALL_TO_ALL = "all-to-all"
+    DEEPEP = "deepep"
     ALL_GATHER = "all-gather"
 
 

@@ -12,6 +12,7 @@ from stepbudget.a2a.routing import (
     expert_popularity,
     gpu_traffic_matrix,
     node_limited_traffic,
+    remote_nodes_per_token,
     server_matrix,
     skew_stats,
 )
@@ -180,6 +181,35 @@ def test_forwarding_counts_copies_not_on_the_relay_gpu():
     assert nl.nic[0, 2] == per_token and nl.nic[1, 3] == per_token and nl.nic.sum() == 2 * per_token
     # GPU 2 relays GPU 0's tokens and sends its own; GPU 3 relays GPU 1's tokens to itself
     assert nl.nvlink[2, 3] == 2 * per_token and nl.nvlink.sum() == 2 * per_token
+
+
+@pytest.mark.parametrize(("E", "k", "S", "G"), [(128, 8, 4, 8), (64, 6, 8, 4), (32, 3, 2, 8)])
+def test_remote_nodes_closed_form_matches_sampled_routing(E, k, S, G):
+    """Uniform routing, no binding limit: the sampled NIC crossings per token are the closed form's."""
+    T = 4000
+    nl = node_limited_traffic(T, H, E, k, S, G, S, rng=3)
+    sampled = nl.nic.sum() / (S * G * T * H * W)
+    assert sampled == pytest.approx(float(remote_nodes_per_token(E, k, S)), rel=0.02)
+
+
+def test_remote_nodes_worked_values():
+    # E=8 on 2 servers, k=2: a server gets none of the two with C(4,2)/C(8,2) = 6/28; the other
+    # server is reached with 1 - 6/28 = 22/28
+    assert float(remote_nodes_per_token(8, 2, 2)) == pytest.approx(22 / 28)
+    # DeepSeek-V3 (256 experts on 8 servers, top-8, at most 4 servers): 3.18 of its 8 copies cross
+    assert float(remote_nodes_per_token(256, 8, 8, 4)) == pytest.approx(3.175, abs=1e-3)
+    assert float(remote_nodes_per_token(32, 3, 1)) == 0.0  # one server: nothing crosses a NIC
+
+
+@settings(max_examples=60, deadline=None)
+@given(E_per=st.integers(1, 32), k=st.integers(1, 16), N=st.integers(1, 16), M=st.integers(1, 16))
+def test_remote_nodes_never_exceed_copies_nor_the_limit(E_per, k, N, M):
+    E = E_per * N
+    k = min(k, E_per * min(M, N))  # the chosen servers must hold k experts
+    r = float(remote_nodes_per_token(E, k, N, M))
+    assert 0.0 <= r <= k * (N - 1) / N + 1e-9  # never more than the plain all-to-all's remote copies
+    assert r <= min(M, N) * (N - 1) / N + 1e-9
+    assert float(remote_nodes_per_token(E, k, N)) >= r - 1e-9  # a node limit never adds crossings
 
 
 # ---------------------------------------------------------------- validation

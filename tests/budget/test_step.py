@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stepbudget as sb
+from stepbudget.a2a.routing import remote_nodes_per_token
 from stepbudget.enums import Axis
 
 from _util import rows
@@ -168,3 +169,22 @@ def test_all_gather_ep_moves_every_token_to_every_rank():
         assert float(y.bytes_per_gpu) == pytest.approx(float(x.bytes_per_gpu) * e / k)
     permute = lambda bud: next(o for o in bud.plan.operators if o.name == "experts activation + permute")  # noqa: E731
     assert float(permute(b).bytes) > float(permute(one("megascale-moe-352b")).bytes)
+
+
+def test_deepep_sends_one_nic_copy_per_node_and_forwards_the_rest_on_nvlink():
+    # DeepEP / DeepSeek-V3 3.2.2: same bytes per GPU, fewer on the NIC, the difference on NVLink
+    sets = ("layout.tp=1", "layout.ep=16", "layout.pp=15", "layout.dp=16")
+    def ep(*more):
+        b = one("megascale-moe-352b", *sets, *more)
+        return [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0], b
+    plain, _ = ep()
+    fwd, b = ep("layout.ep_kind=deepep")
+    m = b.plan.scenario.model.moe
+    for x, y in zip(plain, fwd):
+        assert float(y.bytes_per_gpu) == pytest.approx(float(x.bytes_per_gpu))
+        assert float(y.nic_bytes + y.nvlink_bytes) == pytest.approx(float(x.nic_bytes + x.nvlink_bytes))
+        assert float(y.nic_bytes) < float(x.nic_bytes) and float(y.time_s) < float(x.time_s)
+        # the plain all-to-all's NIC copies are k (N-1)/N per token; DeepEP's are the remote nodes reached
+        N = float(x.group / b.plan.q["ep"])  # nodes the EP group spans
+        ratio = float(remote_nodes_per_token(m.num_experts, m.top_k, N)) / (m.top_k * (N - 1) / N)
+        assert float(y.nic_bytes) == pytest.approx(float(x.nic_bytes) * ratio)

@@ -31,6 +31,7 @@ __all__ = [
     "expert_popularity",
     "gpu_traffic_matrix",
     "node_limited_traffic",
+    "remote_nodes_per_token",
     "server_matrix",
     "skew_stats",
 ]
@@ -348,6 +349,27 @@ def node_limited_traffic(
         nvlink=nvlink * copy_bytes,
         nodes_per_token=node_visits / max(n * T, 1),
     )
+
+
+def remote_nodes_per_token(num_experts, top_k, nodes, max_nodes=None) -> np.ndarray:
+    """Mean number of other servers a token's ``top_k`` experts sit on: its NIC copies when it
+    crosses once per target server and NVLink forwards it there (DeepEP; formulas.md 7.2).
+
+    Experts spread evenly over ``nodes`` servers (``E / nodes`` each) and are picked uniformly
+    without replacement; under a node limit ``M`` the token first picks ``M`` servers, then its
+    experts among theirs (DeepSeek-V3 2.1.2). Servers reached: ``M (1 - C(E_n (M-1), k) / C(E_n M, k))``
+    with ``E_n = E / nodes`` (the chance a given chosen server gets none of the k); each is another
+    server with probability ``(nodes - 1) / nodes``. Shape: ``nodes`` (and ``max_nodes``) broadcast.
+    """
+    E, k = _experts_and_k(num_experts, top_k)
+    N = np.asarray(nodes, dtype=float)
+    M = N if max_nodes is None else np.minimum(N, np.asarray(max_nodes, dtype=float))
+    per_node = E / N
+    pool, others = per_node * M, per_node * (M - 1)
+    none = np.ones_like(pool)
+    for i in range(k):  # C(others, k) / C(pool, k) as a product of k ratios
+        none = none * np.clip(others - i, 0.0, None) / np.maximum(pool - i, 1.0)
+    return M * (1.0 - none) * (N - 1) / N
 
 
 def _limit_nodes(experts, pi, e2s, on_server, S: int, Mn: int, k: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from stepbudget.a2a.routing import busiest_gpu_factor
+from stepbudget.a2a.routing import busiest_gpu_factor, remote_nodes_per_token
 from stepbudget.budget.collectives import HIERARCHICAL, call_cost
 from stepbudget.budget.pipeline import parameter_copies
 from stepbudget.enums import Axis, Collective, EPKind
@@ -162,10 +162,12 @@ def exchanges(plan: Plan) -> list[Exchange]:
             out.append(_exchange(plan, Axis.EP, coll, what, True, S=e * tokens * h * wb, **ep_args))
         return out
     busiest = _busiest(m, plan.ep)
+    # node-limited routing exists to cap NIC crossings, so it implies forwarding (DeepSeek-V3 3.2.2)
+    forwarded = sc.layout.ep_kind == EPKind.DEEPEP or m.moe.node_limit is not None
     for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
         x = _exchange(plan, Axis.EP, Collective.ALL_TO_ALL, what, True, S=tokens * m.moe.top_k * h * wb, **ep_args)
-        if m.moe.node_limit is not None:
-            x = _node_limited(plan, x, tokens * h * wb * passes, m.moe.node_limit)
+        if forwarded:
+            x = _node_forwarded(plan, x, tokens * h * wb * passes, m.moe)
         out.append(_skewed(x, busiest))
     return out
 
@@ -192,11 +194,11 @@ def _skewed(x: Exchange, factor) -> Exchange:
     return _retimed(x, x.bandwidth_s * factor)
 
 
-def _node_limited(plan: Plan, x: Exchange, token_bytes, limit: int) -> Exchange:
-    """DeepSeek-V3: a token crosses the NIC once per target node, at most ``limit`` nodes, then
-    NVLink forwards it (formulas.md 3.5, 7.2): NIC bytes <= limit * (1 - 1/nodes) copies per token."""
+def _node_forwarded(plan: Plan, x: Exchange, token_bytes, moe) -> Exchange:
+    """DeepEP / DeepSeek-V3: a token crosses the NIC once per other server its experts sit on (at most
+    ``node_limit`` servers), then NVLink forwards it to the expert GPUs there (formulas.md 3.5, 7.2)."""
     nodes = x.group / plan.q["ep"]
-    cap = token_bytes * np.minimum(limit, nodes) * (1 - 1 / np.maximum(nodes, 1))
+    cap = token_bytes * remote_nodes_per_token(moe.num_experts, moe.top_k, nodes, moe.node_limit)
     nic = np.minimum(x.nic_bytes, cap)
     moved = x.nic_bytes - nic
     nvlink = x.nvlink_bytes + moved  # copies that share a node after one NIC hop are forwarded on NVLink

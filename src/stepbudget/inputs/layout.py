@@ -40,8 +40,10 @@ class Layout(Frozen):
     cp_kind: CPKind = CPKind.ALL_GATHER
     """Context-parallel exchange: all-gather of K,V (Llama 3) or ring attention."""
     ep_kind: EPKind = EPKind.ALL_TO_ALL
-    """Expert-parallel exchange: all-to-all of each token's k copies, or all-gather of the EP group's
-    tokens and reduce-scatter of the outputs (MegaScale-MoE: cheaper to run, ep/k times the bytes)."""
+    """Expert-parallel exchange: all-to-all of each token's k copies; deepep, the same all-to-all with
+    one NIC copy per target node that NVLink forwards to the experts there (DeepEP, DeepSeek-V3); or
+    all-gather of the EP group's tokens and reduce-scatter of the outputs (MegaScale-MoE: cheaper to
+    run, ep/k times the bytes)."""
     recompute: Recompute = Recompute.NONE
     """Activation recomputation."""
     flash_attention: bool = True

@@ -29,6 +29,8 @@ Rules, the same for every run (no per-run constants):
   the windows the schedule leaves, unlisted ones not at all. Runs on Megatron-based frameworks
   that state no rank order take Megatron-Core's (``tp-cp-ep-dp-pp``), and their context
   parallelism is Megatron-Core's ring, whose sends hide behind the attention of the block in hand.
+  A run whose ``layout.dispatcher`` names DeepEP or HybridEP sends each token over the NIC once per
+  target node and forwards it on NVLink (``ep_kind: deepep``).
 - **Measured step.** ``step_time_s`` if given. Otherwise it comes from ``tflops_per_gpu`` or
   ``mfu_pct`` and the FLOP count of the source's convention (``MFU_CONVENTION``), and the row
   says so.
@@ -300,6 +302,8 @@ def to_case(run: dict) -> Case:
         # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
         listed = set(overlap_dims(lay["overlap"]))
         ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
+    if re.search(r"deepep|hybrid-?ep", _text(lay.get("dispatcher"))):
+        out["ep_kind"] = "deepep"  # one NIC copy per target node, NVLink forwards it (DeepEP; DeepSeek-V3 3.2.2)
     if out.get("cp_kind") == "ring":
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
     if source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
