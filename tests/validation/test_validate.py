@@ -280,6 +280,27 @@ def test_out_of_sample_h100_dense_runs_stay_close():
     assert len(b200) == 2 and all(sc.cluster.gpu.name.startswith("B200") for sc in b200)
 
 
+MCORE_MOE = str(EXAMPLES / "megatron_core_moe_runs.yaml")
+
+
+def test_a_runs_dispatcher_decides_how_its_tokens_cross_the_nic():
+    # DeepEP (Megatron-Core's flex dispatcher): one NIC copy per target node; NCCL's all-to-all: every copy
+    rows, summaries = validate(MCORE_MOE)
+    assert len(rows) == 6 and all(r.error is not None for r in rows)
+    kinds = {r.case.id: r.case.scenario.layout.ep_kind for r in rows}
+    assert kinds["mcore_qwen3_235b_h100_256gpu_deepep_ep32"] == "deepep"
+    assert kinds["mcore_qwen3_235b_h100_256gpu_a2a_ep8_pp32"] == "all-to-all"
+    assert kinds["mcore_deepseek_v3_h100_1024gpu_table11_fp8"] == "deepep"
+    assert {s.source for s in summaries} >= {"Megatron-MoE-ModelZoo", "Megatron-Core MoE report (arXiv 2603.07685)"}
+    run = copy.deepcopy({r["id"]: r for r in load_runs(MCORE_MOE)}["mcore_qwen3_235b_h100_256gpu_deepep_ep32"])
+    deepep = sb.estimate(sb.derive(to_case(run).scenario))
+    run["layout"]["dispatcher"] = "alltoall"
+    plain = sb.estimate(sb.derive(to_case(run).scenario))
+    nic = lambda b: sum(float(x.nic_bytes) for x in b.exchanges if x.dim.value == "ep")  # noqa: E731
+    assert nic(deepep) < 0.5 * nic(plain)  # 128 experts, top-8, 4 nodes: 2.7 NIC copies per token, not 6
+    assert float(deepep.step_s) < float(plain.step_s)
+
+
 NEMO = str(EXAMPLES / "nemo_h100_runs.yaml")
 
 
