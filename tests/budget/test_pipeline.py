@@ -271,3 +271,26 @@ def test_dualpipe_ranks_reduce_the_gradients_of_two_stages():
     (dual, g2), (single, g1) = grads("dualpipe"), grads("zb-h1")
     assert g2 == 2 * g1
     assert dual / single == pytest.approx(2 * ((g2 - 1) / g2) / ((g1 - 1) / g1))
+
+
+def test_a_paired_ep_overlap_leaves_the_warm_up_and_cool_down_chunks_exposed():
+    import stepbudget as sb
+    from stepbudget.budget import pipeline
+    # Megatron-Core schedules.py get_pp_rank_microbatches: rank 0 warms up with (p-1)*2 + (v-1)*p chunk
+    # forwards of its m*v; without interleaving, p-1 of m; GPipe pairs nothing
+    assert float(pipeline.unpaired_share("interleaved-1f1b", 8, 128, 4)) == pytest.approx(38 / 512)
+    assert float(pipeline.unpaired_share("1f1b", 8, 32, 1)) == pytest.approx(7 / 32)
+    assert float(pipeline.unpaired_share("gpipe", 8, 32, 1)) == 1.0
+    assert float(pipeline.unpaired_share("dualpipe", 16, 120, 1)) == float(pipeline.dualpipe_unpaired(16, 120))
+    assert float(pipeline.unpaired_share("1f1b", 8, 4, 1)) == 1.0  # fewer micro-batches than warm-up steps
+    sets = ["layout.tp=1", "layout.ep=8", "layout.pp=15", "layout.dp=16", "overlap.ep=1"]
+
+    def ep(*more):
+        b = sb.estimate(sb.derive(sb.load("megascale-moe-352b", sets + list(more))))
+        pairs = [(float(x.time_s), float(e)) for x, e in zip(b.exchanges, b.exposed_s) if x.dim.value == "ep"]
+        return sum(t for t, _ in pairs), sum(e for _, e in pairs), b
+    total, within, b = ep()
+    assert within == 0.0  # overlap inside the chunk reaches every chunk
+    total, paired, b = ep("overlap.ep_paired=true")
+    share = float(pipeline.unpaired_share(b.plan.schedule, b.plan.pp, b.plan.microbatches, b.plan.v))
+    assert 0 < share < 1 and paired == pytest.approx(total * share)

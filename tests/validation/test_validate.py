@@ -299,6 +299,11 @@ def test_a_runs_dispatcher_decides_how_its_tokens_cross_the_nic():
     nic = lambda b: sum(float(x.nic_bytes) for x in b.exchanges if x.dim.value == "ep")  # noqa: E731
     assert nic(deepep) < 0.5 * nic(plain)  # 128 experts, top-8, 4 nodes: 2.7 NIC copies per token, not 6
     assert float(deepep.step_s) < float(plain.step_s)
+    # Megatron-Core hides a listed EP by pairing forward and backward chunks (--overlap-moe-expert-parallel-comm)
+    assert not to_case(run).scenario.overlap.ep_paired
+    run["layout"]["overlap"] = ["ep", "dp", "pp"]
+    sc = to_case(run).scenario
+    assert sc.overlap.ep == 1.0 and sc.overlap.ep_paired
 
 
 NEMO = str(EXAMPLES / "nemo_h100_runs.yaml")

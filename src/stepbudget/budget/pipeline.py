@@ -47,6 +47,7 @@ __all__ = [
     "inflight_microbatches",
     "parameter_copies",
     "dualpipe_unpaired",
+    "unpaired_share",
     "schedule_reason",
     "schedule_valid",
     "check_schedule",
@@ -150,6 +151,25 @@ def dualpipe_unpaired(p, m) -> np.ndarray:
     """
     p, m = np.asarray(p, dtype=float), np.asarray(m, dtype=float)
     return np.clip((1.5 * p - 1) / np.maximum(m, 1), 0.0, 1.0)
+
+
+def unpaired_share(schedule, p, m, v) -> np.ndarray:
+    """Share of the busiest rank's forward (and backward) chunks that have no chunk of the other
+    direction to pair with, for an overlap that pairs them; shape: all arguments broadcast.
+
+    DualPipe: ``dualpipe_unpaired``. 1F1B: rank 0's p - 1 warm-up forwards (Narayanan21 2.2.1).
+    Interleaved: Megatron-Core's warm-up of (p - 1) * 2 + (v - 1) * p chunk forwards on rank 0
+    (schedules.py, get_pp_rank_microbatches), of its m v chunks. ZB-H1 and ZB-H2 as 1F1B; GPipe runs
+    every forward before any backward, so nothing pairs.
+    """
+    code, p, m, v = np.broadcast_arrays(schedule_code(schedule), *(np.asarray(x, dtype=float) for x in (p, m, v)))
+    m = np.maximum(m, 1)
+    share = np.select(
+        [code == _GPIPE, code == _INTERLEAVED, code == DUALPIPE_CODE],
+        [np.ones_like(m), (2 * (p - 1) + (v - 1) * p) / (m * v), dualpipe_unpaired(p, m)],
+        (p - 1) / m,
+    )
+    return np.clip(share, 0.0, 1.0)
 
 
 def bubble_fraction(schedule, p, m, v, *, w_frac=W_FRAC, backward_ratio=BACKWARD_RATIO) -> np.ndarray:

@@ -127,10 +127,10 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
         elif x.dim == Axis.EP:
-            # DualPipe hides a chunk's all-to-all behind the paired chunk of the other direction; the
-            # warm-up forwards and cool-down backwards run unpaired (pipeline.dualpipe_unpaired)
-            paired = 1 - np.where(plan.schedule == pipeline.DUALPIPE_CODE,
-                                  pipeline.dualpipe_unpaired(plan.pp, plan.microbatches), 0.0)
+            # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
+            # the other direction; the warm-up forwards and cool-down backwards run unpaired
+            pairs = ov.ep_paired | (plan.schedule == pipeline.DUALPIPE_CODE)
+            paired = 1 - np.where(pairs, pipeline.unpaired_share(plan.schedule, plan.pp, plan.microbatches, plan.v), 0.0)
             want = _phi(setting, 0.0) * T * paired
         else:
             want = _phi(setting, 0.0) * T

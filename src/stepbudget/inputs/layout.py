@@ -144,8 +144,7 @@ class OverlapSettings(Frozen):
     tp, cp, ep 0 (critical path); pp all but the pipeline fill and drain; dp all but
     the first all-gather and last reduce-scatter of one unit. Hidden time never exceeds compute.
     A stated ep share is taken as overlap within a chunk (MegaScale-MoE's intra- and inter-operator
-    overlap) for every schedule but DualPipe, whose overlap pairs chunks of the two directions and
-    so cannot reach the unpaired warm-up and cool-down chunks (pipeline.dualpipe_unpaired).
+    overlap) unless ``ep_paired``; DualPipe always pairs.
     """
 
     tp: Overlap = "auto"
@@ -153,6 +152,10 @@ class OverlapSettings(Frozen):
     pp: Overlap = "auto"
     dp: Overlap = "auto"
     ep: Overlap = "auto"
+    ep_paired: bool = False
+    """The EP overlap pairs one micro-batch's forward chunk with another's backward (DualPipe;
+    Megatron-Core's ``--overlap-moe-expert-parallel-comm``), so the all-to-all of the warm-up
+    forwards and cool-down backwards, which have no partner, stays exposed (pipeline.unpaired_share)."""
     comm_sm_share: float | Literal["auto"] = "auto"
     """Share of the SMs communication kernels hold while they overlap compute (DeepSeek-V3: 20 of 132);
     the hidden time costs compute this share of itself. "auto": the measured average with the

@@ -26,7 +26,8 @@ Rules, the same for every run (no per-run constants):
   its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
-  the windows the schedule leaves, unlisted ones not at all. Runs on Megatron-based frameworks
+  the windows the schedule leaves, unlisted ones not at all; on Megatron-based frameworks a listed
+  EP is hidden by pairing one micro-batch's forward with another's backward (``overlap.ep_paired``). Runs on Megatron-based frameworks
   that state no rank order take Megatron-Core's (``tp-cp-ep-dp-pp``), and their context
   parallelism is Megatron-Core's ring, whose sends hide behind the attention of the block in hand.
   A run whose ``layout.dispatcher`` names DeepEP or HybridEP sends each token over the NIC once per
@@ -302,6 +303,8 @@ def to_case(run: dict) -> Case:
         # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
         listed = set(overlap_dims(lay["overlap"]))
         ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
+        if megatron and "ep" in listed:
+            ov["ep_paired"] = True  # Megatron-Core overlaps the all-to-all by pairing forward and backward chunks
     if re.search(r"deepep|hybrid-?ep", _text(lay.get("dispatcher"))):
         out["ep_kind"] = "deepep"  # one NIC copy per target node, NVLink forwards it (DeepEP; DeepSeek-V3 3.2.2)
     if out.get("cp_kind") == "ring":
