@@ -65,7 +65,7 @@ def test_report_reproduces_the_chapter_ratios():
 def test_deepseek_report_spans_eight_servers_with_node_limited_routing():
     r = moe_report(sb.load("deepseek-v3"))
     assert (r.servers, r.gpus_per_server) == (8, 8)
-    assert r.node_limited_nic_bytes is not None and r.node_limited_nic_bytes < r.matrix.sum()
+    assert r.forwarded_nic_bytes is not None and r.forwarded_nic_bytes < r.matrix.sum()
     assert r.times.lower_bound_s <= r.times.plain_s and r.times.lower_bound_s <= r.times.scheduled_s * (1 + 1e-9)
 
 

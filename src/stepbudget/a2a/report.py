@@ -18,7 +18,7 @@ from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic_matrix, node_limited_traffic,
                                     pair_skew_matrix, skew_stats)
 from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
-from stepbudget.enums import Activation
+from stepbudget.enums import Activation, EPKind
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 
@@ -71,8 +71,9 @@ class MoEReport:
     """Dispatch bytes (S*G, S*G) of one MoE layer for one micro-batch."""
     stats: SkewStats
     times: AllToAllTimes
-    node_limited_nic_bytes: float | None = None
-    """Bytes crossing NICs under DeepSeek-V3's node limit (None without one)."""
+    forwarded_nic_bytes: float | None = None
+    """Bytes crossing NICs when a token crosses once per target server and NVLink forwards it
+    (``ep_kind: deepep`` or a node limit; None otherwise)."""
 
 
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
@@ -112,14 +113,15 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
         zipf = skew.exponent if skew.kind == "experts" else "uniform"
         D = gpu_traffic_matrix(tokens, model.hidden_size, moe.num_experts, moe.top_k, n, skew=zipf,
                                bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
-        if moe.node_limit is not None and S > 1:
-            nl = node_limited_traffic(tokens, model.hidden_size, moe.num_experts, moe.top_k, S, G, moe.node_limit,
-                                      skew=zipf, bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
+        if (lay.ep_kind == EPKind.DEEPEP or moe.node_limit is not None) and S > 1:
+            nl = node_limited_traffic(tokens, model.hidden_size, moe.num_experts, moe.top_k, S, G,
+                                      moe.node_limit or S, skew=zipf, bytes_per_elem=w, rng=seed,
+                                      expert_to_gpu=placement)
             nl_nic = nl.inter_server_bytes
     times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s)
     return MoEReport(scenario=sc, ratio=ratio, chapter=chapter, layer=layer, servers=S, gpus_per_server=G,
                      tokens_per_gpu=tokens, skew=skew, matrix=D, stats=skew_stats(D), times=times,
-                     node_limited_nic_bytes=nl_nic)
+                     forwarded_nic_bytes=nl_nic)
 
 
 def load_matrix(path: str) -> np.ndarray:

@@ -29,7 +29,7 @@ def moe_dict(r: MoEReport) -> dict:
                  "busiest_row_bytes": r.stats.busiest_row_bytes, "busiest_col_bytes": r.stats.busiest_col_bytes},
         "alltoall": {"lower_bound_s": t.lower_bound_s, "plain_s": t.plain_s, "scheduled_s": t.scheduled_s,
                      "stages": t.stages, "speedup": t.speedup, "schedule_seconds": t.schedule_seconds},
-        "node_limited_nic_bytes": r.node_limited_nic_bytes,
+        "forwarded_nic_bytes": r.forwarded_nic_bytes,
         "verdict": verdict(r),
     }
 
@@ -58,10 +58,13 @@ def verdict(r: MoEReport) -> list[str]:
         else:
             out.append(f"balanced enough: the plain all-to-all is within {t.plain_s / t.lower_bound_s - 1:.0%} of "
                        "the lower bound; a schedule buys nothing")
-    if r.node_limited_nic_bytes is not None:
+    if r.forwarded_nic_bytes is not None:
         flat = float(r.matrix.sum() - np.trace(server_matrix(r.matrix, r.servers, r.gpus_per_server)))
-        out.append(f"node-limited routing sends {fmt_bytes(r.node_limited_nic_bytes)} over NICs per layer "
-                   f"instead of {fmt_bytes(flat)} ({r.node_limited_nic_bytes / max(flat, 1):.0%})")
+        limit = r.scenario.model.moe.node_limit
+        how = f"at most {limit} servers a token, " if limit else ""
+        out.append(f"one NIC copy per target server ({how}NVLink forwards the rest) sends "
+                   f"{fmt_bytes(r.forwarded_nic_bytes)} over NICs per layer instead of {fmt_bytes(flat)} "
+                   f"({r.forwarded_nic_bytes / max(flat, 1):.0%})")
     return out
 
 
