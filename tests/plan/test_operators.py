@@ -96,6 +96,22 @@ def test_moe_experts_run_at_their_token_counts():
     assert routed == pytest.approx(2 * T * 3 * 3 * 4096 * 14336)
 
 
+def test_skewed_routing_runs_the_experts_at_the_busiest_gpus_token_count():
+    # the EP group's all-to-all waits for the GPU that receives the most copies: its experts set the pace
+    from stepbudget.a2a.routing import busiest_gpu_factor
+    m = sb.load("megascale-moe-352b", ["model.moe.popularity_skew=0.8"]).model
+    T, ep = 8192, 8
+    skewed = {op.name: op for op in layer_ops(m, T, m.seq_len, 1, False, ep, 1, K, PEAK, PEAK, K.gemm, HBM)}
+    flat = {op.name: op for op in layer_ops(sb.load("megascale-moe-352b").model, T, m.seq_len, 1, False, ep, 1, K, PEAK,
+                                            PEAK, K.gemm, HBM)}
+    factor = busiest_gpu_factor(32, 3, ep, 0.8)
+    assert factor > 1.2
+    for name, what in (("experts up", "flops"), ("experts down", "flops"), ("experts activation + permute", "bytes")):
+        assert float(getattr(skewed[name], what)) == pytest.approx(factor * float(getattr(flat[name], what)))
+        assert float(skewed[name].fwd_s) > float(flat[name].fwd_s)
+    assert float(skewed["qkv"].fwd_s) == float(flat["qkv"].fwd_s)  # attention does not see the routing
+
+
 def test_mla_projections():
     ops, m = _ops("deepseek-v3", T=4096, t=1, sp=False)
     ml = m.mla

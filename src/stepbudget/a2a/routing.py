@@ -25,6 +25,7 @@ import numpy as np
 __all__ = [
     "NodeLimitedTraffic",
     "SkewStats",
+    "busiest_gpu_factors",
     "check_traffic_matrix",
     "expert_loads",
     "expert_placement",
@@ -406,6 +407,15 @@ def busiest_gpu_factor(num_experts, top_k, ep, skew) -> float:
     pi = expert_popularity(E, k, float(skew))
     per_gpu = np.bincount(np.arange(E) % n, weights=pi, minlength=n)  # round-robin placement
     return float(per_gpu.max() * n / k)  # busiest GPU's copies over the mean k / ep
+
+
+def busiest_gpu_factors(moe, ep) -> np.ndarray:
+    """``busiest_gpu_factor`` of an MoE config (``num_experts``, ``top_k``, ``popularity_skew``) for an
+    array of EP degrees; shape of ``ep``."""
+    ep = np.asarray(ep)
+    degrees, where = np.unique(ep, return_inverse=True)
+    values = np.array([busiest_gpu_factor(moe.num_experts, moe.top_k, int(d), moe.popularity_skew) for d in degrees])
+    return values[where].reshape(ep.shape)
 
 
 def pair_skew_matrix(n_gpus, bytes_per_gpu, skew, rng=None) -> np.ndarray:

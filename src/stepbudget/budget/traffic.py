@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from stepbudget.a2a.routing import busiest_gpu_factor, remote_nodes_per_token
+from stepbudget.a2a.routing import busiest_gpu_factors, remote_nodes_per_token
 from stepbudget.budget.collectives import HIERARCHICAL, call_cost
 from stepbudget.budget.pipeline import parameter_copies
 from stepbudget.enums import Axis, Collective, EPKind
@@ -161,7 +161,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
                                (Collective.REDUCE_SCATTER, "tokens (combine)", w.combine)):
             out.append(_exchange(plan, Axis.EP, coll, what, True, S=e * tokens * h * wb, **ep_args))
         return out
-    busiest = _busiest(m, plan.ep)
+    busiest = busiest_gpu_factors(m.moe, plan.ep)
     # node-limited routing exists to cap NIC crossings, so it implies forwarding (DeepSeek-V3 3.2.2)
     forwarded = sc.layout.ep_kind == EPKind.DEEPEP or m.moe.node_limit is not None
     for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
@@ -170,15 +170,6 @@ def exchanges(plan: Plan) -> list[Exchange]:
             x = _node_forwarded(plan, x, tokens * h * wb * passes, m.moe)
         out.append(_skewed(x, busiest))
     return out
-
-
-def _busiest(model, ep) -> np.ndarray:
-    """Busiest GPU's share of the all-to-all over the mean, per layout (a2a/routing.py, same traffic model)."""
-    ep = np.asarray(ep)
-    degrees, where = np.unique(ep, return_inverse=True)
-    values = np.array([busiest_gpu_factor(model.moe.num_experts, model.moe.top_k, int(d), model.moe.popularity_skew)
-                       for d in degrees])
-    return values[where].reshape(ep.shape)
 
 
 def _retimed(x: Exchange, bw, **changes) -> Exchange:

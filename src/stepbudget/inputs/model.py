@@ -42,7 +42,8 @@ class MoE(Frozen):
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
     popularity_skew: float = Field(0.0, ge=0)
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
-    share of the all-to-all then sets its time (a2a/routing.py; FAST measured pairs at 12x the median)."""
+    share of the all-to-all then sets its time and its expert GEMMs' (a2a/routing.py; FAST measured
+    pairs at 12x the median)."""
 
     @property
     def shared_width(self) -> int:

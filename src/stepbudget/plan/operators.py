@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.a2a.routing import busiest_gpu_factors
 from stepbudget.enums import Activation
 from stepbudget.inputs.hardware import Kernels
 from stepbudget.inputs.model import Model
@@ -156,7 +157,10 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         share = 1.0 - dense_share
         E, k, fe = moe.num_experts, moe.top_k, moe.expert_ffn_size
         T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
-        per_expert = T_moe * ep * k / E  # balanced routing, formulas.md 7
+        # rows per expert on the busiest GPU: the EP group's all-to-all waits for it (formulas.md 7;
+        # balanced routing gives the mean, T_moe * ep * k / E)
+        busiest = busiest_gpu_factors(moe, ep)
+        per_expert = T_moe * ep * k / E * busiest
         experts = E / ep
         gating = {**g, "peak": peak_bf16, "gemm_eff": kernels.gemm, "fp8": False}  # in BF16 (DeepSeek-V3 3.3.1)
         ops.append(gemm("router", T_moe, E, h, 1, share=share, **gating))
@@ -165,7 +169,7 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
         gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
         ops.append(memory_op("experts activation + permute",
-                             ELEMENT_BYTES * T_moe * k * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
+                             ELEMENT_BYTES * T_moe * k * busiest * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
                              hbm_Bps, share=share))
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_width
