@@ -130,7 +130,8 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
             # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
             # the other direction; the warm-up forwards and cool-down backwards run unpaired
             pairs = ov.ep_paired | (plan.schedule == pipeline.DUALPIPE_CODE)
-            paired = 1 - np.where(pairs, pipeline.unpaired_share(plan.schedule, plan.pp, plan.microbatches, plan.v), 0.0)
+            unpaired = pipeline.unpaired_share(plan.schedule, plan.pp, plan.microbatches, plan.v)
+            paired = 1 - np.where(pairs, unpaired, 0.0)
             want = _phi(setting, 0.0) * T * paired
         else:
             want = _phi(setting, 0.0) * T

@@ -168,8 +168,9 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
         ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
         # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
         gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
+        rows = T_moe * k * busiest  # token copies the busiest GPU activates and permutes
         ops.append(memory_op("experts activation + permute",
-                             ELEMENT_BYTES * T_moe * k * busiest * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
+                             ELEMENT_BYTES * rows * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
                              hbm_Bps, share=share))
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_width

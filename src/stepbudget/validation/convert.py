@@ -27,8 +27,9 @@ Rules, the same for every run (no per-run constants):
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
   the windows the schedule leaves, unlisted ones not at all; on Megatron-based frameworks a listed
-  EP is hidden by pairing one micro-batch's forward with another's backward (``overlap.ep_paired``). Runs on Megatron-based frameworks
-  that state no rank order take Megatron-Core's (``tp-cp-ep-dp-pp``), and their context
+  EP is hidden by pairing one micro-batch's forward with another's backward (``overlap.ep_paired``).
+  Runs on Megatron-based frameworks that state no rank order take Megatron-Core's
+  (``tp-cp-ep-dp-pp``), and their context
   parallelism is Megatron-Core's ring, whose sends hide behind the attention of the block in hand.
   A run whose ``layout.dispatcher`` names DeepEP or HybridEP sends each token over the NIC once per
   target node and forwards it on NVLink (``ep_kind: deepep``).
