@@ -413,6 +413,8 @@ def busiest_gpu_factors(moe, ep) -> np.ndarray:
     """``busiest_gpu_factor`` of an MoE config (``num_experts``, ``top_k``, ``popularity_skew``) for an
     array of EP degrees; shape of ``ep``."""
     ep = np.asarray(ep)
+    if float(moe.popularity_skew) == 0:
+        return np.ones(ep.shape)  # balanced: every GPU gets the mean
     degrees, where = np.unique(ep, return_inverse=True)
     values = np.array([busiest_gpu_factor(moe.num_experts, moe.top_k, int(d), moe.popularity_skew) for d in degrees])
     return values[where].reshape(ep.shape)
