@@ -139,7 +139,7 @@ def operators_table(budget: Budget) -> Table:
     if p.scenario.model.moe is not None:
         # README "Out of sample on H100": every MoE source runs slower than this model (validate)
         t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; on the "
-                      "MoE runs validate checks, this model's steps come out 15-44 % short (README)")
+                      "MoE runs validate checks, this model's steps come out 6-44 % short (README)")
     t.caption_justify = "left"
     return t
 
