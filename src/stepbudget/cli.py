@@ -204,22 +204,38 @@ def validate(
     runs: Annotated[Optional[list[str]], typer.Option(
         "--runs", help="Runs file in the schema of the shipped published_runs.yaml; give it again for more files.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write Figure 5.5 to FILE.html, FILE.png or FILE.svg.")] = None,
+    explain: Annotated[Optional[str], typer.Option(
+        "--explain", help="One run's budget instead: what it became, what was assumed, where its time goes.")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
     from stepbudget.validation.compare import validate as run_validate
-    from stepbudget.views.validation import figure_5_5, runs_table, skipped_lines, summary_table, validation_dict
+    from stepbudget.views.validation import (explain_dict, explain_lines, figure_5_5, runs_table, skipped_lines,
+                                             validation_dict)
+    from stepbudget.views.validation import summary_table as by_source_table
 
     _check_plot(plot)
     try:
         rows, summaries = run_validate(runs or None)
     except ScenarioError as e:
         fail(str(e))
+    if explain is not None:
+        row = next((r for r in rows if r.case.id == explain), None)
+        if row is None:
+            fail(f"--explain: no run {explain!r} in the runs read; give an id that validate lists, "
+                 f"e.g. {rows[0].case.id}")
+        if row.case.scenario is None:
+            fail(f"--explain: run {explain!r} cannot be turned into a scenario: {row.case.reason}")
+        b = estimate(derive(row.case.scenario))
+        _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [
+            *explain_lines(row), summary_table(b), exchanges_table(b),
+            *([operators_table(b)] if b.plan.operators else []), roofline_table(b)])
+        return
     if plot is not None:
         figure_5_5(rows, plot)
     skipped = skipped_lines(rows)
     _emit(as_json, lambda: validation_dict(rows, summaries), lambda: [
-        runs_table(rows), summary_table(summaries),
+        runs_table(rows), by_source_table(summaries),
         *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []), *(f"  {line}" for line in skipped)],
         [plot])
 

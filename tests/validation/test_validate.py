@@ -15,6 +15,7 @@ import stepbudget as sb
 from stepbudget.cli import app
 from stepbudget.plan.flops import model_counts
 from stepbudget.validation.compare import Row, summarize, validate
+from stepbudget.views.validation import validation_dict
 from stepbudget.validation.convert import MFU_CONVENTION, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, source_of, to_case
 from stepbudget.validation.runs import RunError, load_runs, shipped_runs_text
 
@@ -335,3 +336,22 @@ def test_validate_reads_several_runs_files_whose_ids_do_not_repeat():
     assert {"Narayanan et al.", "NVIDIA NeMo 24.07 pre-training table"} <= set(d["by_source"])
     twice = CliRunner().invoke(app, ["validate", "--runs", NEMO, "--runs", NEMO])
     assert twice.exit_code == 2 and "in both" in twice.output and "Traceback" not in twice.output
+
+
+def test_explain_prints_one_runs_budget_and_what_was_assumed(tmp_path):
+    rid = "megascale_moe_table3_352B_megascalemoe_240gpu"
+    out = CliRunner().invoke(app, ["validate", "--explain", rid])
+    assert out.exit_code == 0, out.output
+    assert rid in out.output and "Assumed where the source is silent" in out.output
+    assert "SP attention 8 as CP 8" in out.output and "Bytes per GPU per step" in out.output
+    d = json.loads(CliRunner().invoke(app, ["validate", "--explain", rid, "--json"]).output)
+    row = next(r for r in validation_dict(*validate(None))["runs"] if r["id"] == rid)
+    assert d["run"] == row  # the same row validate reports
+    assert d["budget"]["step_s"] == pytest.approx(row["predicted_step_s"])
+    saved = tmp_path / "run.yaml"  # the scenario round-trips into any command
+    saved.write_text(yaml.safe_dump(d["scenario"]))
+    again = json.loads(CliRunner().invoke(app, ["budget", str(saved), "--json"]).output)
+    assert again["step_s"] == pytest.approx(d["budget"]["step_s"])
+    for bad in ("no_such_run", "megascale_moe_table5_ablation_352B_240gpu"):
+        out = CliRunner().invoke(app, ["validate", "--explain", bad])
+        assert out.exit_code == 2 and "--explain" in out.output and "Traceback" not in out.output

@@ -17,21 +17,41 @@ def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
     """The `validate --json` object (keys documented in the README)."""
     overall = summaries[-1]
     return {
-        "runs": [
-            {"id": r.case.id, "source": r.case.source, "gpus": r.case.gpus, "framework": r.case.framework,
-             "measured_step_s": r.case.measured_step_s, "measured_from": r.case.measured_from or None,
-             "predicted_step_s": r.predicted_step_s, "error": r.error,
-             "measured_mfu": r.case.measured_mfu, "predicted_mfu": r.predicted_mfu,
-             "compute_s": r.compute_s, "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
-             "skipped": r.case.reason, "assumptions": r.case.assumptions}
-            for r in rows
-        ],
+        "runs": [_run_dict(r) for r in rows],
         "summary": {"n": overall.n, "median_abs_error": overall.median_abs_error,
                     "p90_abs_error": overall.p90_abs_error},
         "by_source": {s.source: {"n": s.n, "median_abs_error": s.median_abs_error, "p90_abs_error": s.p90_abs_error,
                                  "max_abs_error": s.max_abs_error, "median_error": s.median_error}
                       for s in summaries[:-1]},
     }
+
+
+def _run_dict(r: Row) -> dict:
+    return {"id": r.case.id, "source": r.case.source, "gpus": r.case.gpus, "framework": r.case.framework,
+            "measured_step_s": r.case.measured_step_s, "measured_from": r.case.measured_from or None,
+            "predicted_step_s": r.predicted_step_s, "error": r.error,
+            "measured_mfu": r.case.measured_mfu, "predicted_mfu": r.predicted_mfu,
+            "compute_s": r.compute_s, "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
+            "skipped": r.case.reason, "assumptions": r.case.assumptions}
+
+
+def explain_dict(r: Row, budget_doc: dict) -> dict:
+    """The `validate --explain ID --json` object: the run's row, the scenario it became, its budget."""
+    return {"run": _run_dict(r), "scenario": r.case.scenario.model_dump(mode="json"), "budget": budget_doc}
+
+
+def explain_lines(r: Row) -> list[str]:
+    """What one run became: measured against predicted, how the step was measured, what was assumed."""
+    c = r.case
+    measured = fmt_time(c.measured_step_s) if c.measured_step_s else f"none ({c.reason})"
+    how = f" ({c.measured_from})" if c.measured_from and c.measured_from != "step_time_s" else ""
+    predicted = fmt_time(r.predicted_step_s) if r.predicted_step_s is not None else "-"
+    lines = [f"[bold]{c.id}[/bold] ({c.source}, {c.gpus:,} GPUs, {c.framework or 'framework not stated'}): "
+             f"measured {measured}{how}, predicted {predicted}, error {_pct(r.error, signed=True)}"]
+    if c.assumptions:
+        lines.append("Assumed where the source is silent:")
+        lines += [f"  {a}" for a in c.assumptions]
+    return lines
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
