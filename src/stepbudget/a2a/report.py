@@ -18,7 +18,7 @@ from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic_matrix, node_limited_traffic,
                                     pair_skew_matrix, skew_stats)
 from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
-from stepbudget.enums import Activation, EPKind
+from stepbudget.enums import Activation
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 
@@ -72,8 +72,9 @@ class MoEReport:
     stats: SkewStats
     times: AllToAllTimes
     forwarded_nic_bytes: float | None = None
-    """Bytes crossing NICs when a token crosses once per target server and NVLink forwards it
-    (``ep_kind: deepep`` or a node limit; None otherwise)."""
+    """Bytes crossing NICs when a token crosses once per target server and NVLink forwards it (under the
+    node limit if any): what ``ep_kind: deepep`` sends, what plain all-to-all could save; None on one
+    server or with a pair-skewed or given matrix."""
 
 
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
@@ -113,7 +114,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
         zipf = skew.exponent if skew.kind == "experts" else "uniform"
         D = gpu_traffic_matrix(tokens, model.hidden_size, moe.num_experts, moe.top_k, n, skew=zipf,
                                bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
-        if (lay.ep_kind == EPKind.DEEPEP or moe.node_limit is not None) and S > 1:
+        if S > 1:  # what one NIC copy per target server sends, forwarded or not (the view says which)
             nl = node_limited_traffic(tokens, model.hidden_size, moe.num_experts, moe.top_k, S, G,
                                       moe.node_limit or S, skew=zipf, bytes_per_elem=w, rng=seed,
                                       expert_to_gpu=placement)
