@@ -69,6 +69,22 @@ def test_deepseek_report_spans_eight_servers_with_node_limited_routing():
     assert r.times.lower_bound_s <= r.times.plain_s and r.times.lower_bound_s <= r.times.scheduled_s * (1 + 1e-9)
 
 
+def test_a_plain_all_to_all_across_servers_is_told_what_forwarding_would_send():
+    from stepbudget.a2a.routing import remote_nodes_per_token
+    from stepbudget.views.moe import verdict
+    sets = ["layout.tp=1", "layout.ep=16", "layout.pp=15", "layout.dp=16", "layout.order=[tp,cp,dp,pp]"]
+    plain = moe_report(sb.load("megascale-moe-352b", sets), servers=2, gpus_per_server=8)
+    fwd = moe_report(sb.load("megascale-moe-352b", sets + ["layout.ep_kind=deepep"]), servers=2, gpus_per_server=8)
+    assert plain.forwarded_nic_bytes == fwd.forwarded_nic_bytes  # the same sampled routing either way
+    # 32 experts, top-3, 2 servers: one copy to the other server for 1 - C(16,3)/C(32,3) of the tokens
+    tokens = plain.tokens_per_gpu * 16
+    copy = plain.scenario.model.hidden_size * plain.scenario.precision.dispatch
+    expected = float(remote_nodes_per_token(32, 3, 2)) * tokens * copy
+    assert plain.forwarded_nic_bytes == pytest.approx(expected, rel=0.03)
+    assert any("would send" in line for line in verdict(plain))
+    assert any(" sends " in line and "would" not in line for line in verdict(fwd))
+
+
 @pytest.mark.parametrize("text, kind, s", [("uniform", "uniform", 0.0), ("zipf:0.8", "pairs", 0.8),
                                            ("experts:1.2", "experts", 1.2)])
 def test_parse_skew(text, kind, s):
