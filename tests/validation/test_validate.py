@@ -287,7 +287,7 @@ MCORE_MOE = str(EXAMPLES / "megatron_core_moe_runs.yaml")
 def test_a_runs_dispatcher_decides_how_its_tokens_cross_the_nic():
     # DeepEP (Megatron-Core's flex dispatcher): one NIC copy per target node; NCCL's all-to-all: every copy
     rows, summaries = validate(MCORE_MOE)
-    assert len(rows) == 6 and all(r.error is not None for r in rows)
+    assert len(rows) == 7 and all(r.error is not None for r in rows)
     kinds = {r.case.id: r.case.scenario.layout.ep_kind for r in rows}
     assert kinds["mcore_qwen3_235b_h100_256gpu_deepep_ep32"] == "deepep"
     assert kinds["mcore_qwen3_235b_h100_256gpu_a2a_ep8_pp32"] == "all-to-all"
