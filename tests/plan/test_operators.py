@@ -121,7 +121,7 @@ def test_mla_projections():
 
 def test_head_and_optimizer():
     m = sb.load("llama3-405b").model
-    logits, loss = head_ops(m, 8192, 8, K, PEAK, K.gemm, HBM)
+    logits, loss = head_ops(m, 8192, 8, K, PEAK, HBM)
     assert float(logits.flops) == 2 * 8192 * m.vocab_size / 8 * 16384
     assert float(loss.bytes) == 4 * 8192 * m.vocab_size / 8 * 3
     # Adam: read and write K = 12 bytes of state, read a 4-byte gradient, write a 2-byte parameter

@@ -55,10 +55,13 @@ def ring_steps(collective: Collective, n) -> np.ndarray:
     return np.ones_like(n)  # send/recv; all-to-all posts every pair at once (NCCL grouped send/recv)
 
 
-def _link_bytes(collective: Collective, algorithm: int, S, q, nodes, spans, total):
+_SPLIT_BY_NODE = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.ALL_TO_ALL)
+"""Collectives whose bytes split into a part inside the node and a part across it."""
+
+
+def _link_bytes(collective: Collective, algorithm: int, S, n, q, nodes, spans, total):
     """(NVLink bytes, NIC bytes) one GPU sends per call under ``algorithm`` (before masking single-node groups)."""
-    one_tier = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.ALL_TO_ALL)
-    if algorithm == FLAT or collective not in one_tier:
+    if algorithm == FLAT or collective not in _SPLIT_BY_NODE:
         # flat ring: every neighbour on another node (the chapter's case); send/recv, broadcast: one tier
         return np.where(spans, 0.0, total), np.where(spans, total, 0.0)
     if collective == Collective.ALL_REDUCE:
@@ -71,7 +74,7 @@ def _link_bytes(collective: Collective, algorithm: int, S, q, nodes, spans, tota
     if collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
         # tree/NVLS do not apply (NCCL issue #1506): the hierarchical split
         return (q - 1) / q * S, (nodes - 1) / nodes * S / q
-    n = nodes * q  # all-to-all
+    # all-to-all
     return (q - 1) / n * S, (n - q) / n * S  # peers in the node; peers elsewhere through this GPU's NIC
 
 
@@ -99,7 +102,7 @@ def call_cost(
     spans = nodes > 1
     total = ring_factor(collective, n) * S
     is_ar = collective == Collective.ALL_REDUCE
-    nvlink, nic = _link_bytes(collective, algorithm, S, q, nodes, spans, total)
+    nvlink, nic = _link_bytes(collective, algorithm, S, n, q, nodes, spans, total)
     is_tree, is_innet = algorithm == TREE, algorithm == IN_NETWORK
     nic = np.where(spans, nic, 0.0)
     bytes_per_gpu = 2 * S * np.ones_like(total) if is_tree and is_ar else total

@@ -103,6 +103,13 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
     """Exposed time of each exchange, and the total time hidden behind compute."""
     ov = plan.scenario.overlap
     units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
+    phi_ep = _phi(ov.ep, 0.0)
+    if np.any(phi_ep > 0):
+        # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
+        # the other direction; the warm-up forwards and cool-down backwards run unpaired
+        pairs = ov.ep_paired | (plan.schedule == pipeline.DUALPIPE_CODE)
+        unpaired = pipeline.unpaired_share(plan.schedule, plan.pp, plan.microbatches, plan.v)
+        phi_ep = phi_ep * (1 - np.where(pairs, unpaired, 0.0))
     hidden = []
     for x in xs:
         T = x.time_s
@@ -127,12 +134,7 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
         elif x.dim == Axis.EP:
-            # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
-            # the other direction; the warm-up forwards and cool-down backwards run unpaired
-            pairs = ov.ep_paired | (plan.schedule == pipeline.DUALPIPE_CODE)
-            unpaired = pipeline.unpaired_share(plan.schedule, plan.pp, plan.microbatches, plan.v)
-            paired = 1 - np.where(pairs, unpaired, 0.0)
-            want = _phi(setting, 0.0) * T * paired
+            want = phi_ep * T
         else:
             want = _phi(setting, 0.0) * T
         hidden.append(np.minimum(want, compute_s))

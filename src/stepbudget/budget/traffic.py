@@ -16,9 +16,9 @@ from stepbudget.budget.collectives import HIERARCHICAL, call_cost
 from stepbudget.budget.pipeline import parameter_copies
 from stepbudget.enums import Axis, Collective, EPKind
 from stepbudget.plan.derive import Plan
-from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES, grads_sharded
 
-DDP, ZERO2 = (DP_KIND_CODES[k] for k in ("ddp", "zero2"))
+DDP = DP_KIND_CODES["ddp"]
 FULL = RECOMPUTE_CODES["full"]
 
 
@@ -127,7 +127,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
     units = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     alg = plan.dp_algorithm
     ddp = plan.dp_kind == DDP
-    per_microbatch = (plan.dp_kind == ZERO2) | plan.reshard
+    per_microbatch = grads_sharded(plan.dp_kind, plan.reshard)
     rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
     ag_calls = np.where(ddp, 0, units * np.where(plan.reshard, 2 * mbs, 1))
     # DualPipe ranks hold two stages (i and p-1-i, DSV3 Table 2): twice the parameters, each reduced
@@ -164,10 +164,12 @@ def exchanges(plan: Plan) -> list[Exchange]:
     busiest = busiest_gpu_factors(m.moe, plan.ep)
     # node-limited routing exists to cap NIC crossings, so it implies forwarding (DeepSeek-V3 3.2.2)
     forwarded = sc.layout.ep_kind == EPKind.DEEPEP or m.moe.node_limit is not None
+    if forwarded:  # NIC copies per token: the other servers its experts sit on (formulas.md 3.5, 7.2)
+        remote = remote_nodes_per_token(m.moe.num_experts, m.moe.top_k, e / plan.q["ep"], m.moe.node_limit)
     for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
         x = _exchange(plan, Axis.EP, Collective.ALL_TO_ALL, what, True, S=tokens * m.moe.top_k * h * wb, **ep_args)
         if forwarded:
-            x = _node_forwarded(plan, x, tokens * h * wb * passes, m.moe)
+            x = _node_forwarded(plan, x, tokens * h * wb * passes * remote)
         out.append(_skewed(x, busiest))
     return out
 
@@ -185,11 +187,9 @@ def _skewed(x: Exchange, factor) -> Exchange:
     return _retimed(x, x.bandwidth_s * factor)
 
 
-def _node_forwarded(plan: Plan, x: Exchange, token_bytes, moe) -> Exchange:
+def _node_forwarded(plan: Plan, x: Exchange, cap) -> Exchange:
     """DeepEP / DeepSeek-V3: a token crosses the NIC once per other server its experts sit on (at most
-    ``node_limit`` servers), then NVLink forwards it to the expert GPUs there (formulas.md 3.5, 7.2)."""
-    nodes = x.group / plan.q["ep"]
-    cap = token_bytes * remote_nodes_per_token(moe.num_experts, moe.top_k, nodes, moe.node_limit)
+    ``node_limit`` servers), then NVLink forwards it to the expert GPUs there: at most ``cap`` NIC bytes."""
     nic = np.minimum(x.nic_bytes, cap)
     moved = x.nic_bytes - nic
     nvlink = x.nvlink_bytes + moved  # copies that share a node after one NIC hop are forwarded on NVLink

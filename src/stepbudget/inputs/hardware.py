@@ -119,10 +119,10 @@ class Cluster(Frozen):
     @classmethod
     def _named_gpu(cls, v: object) -> object:
         if isinstance(v, str):
-            known = gpu_presets()
+            known = _gpu_presets()
             if v not in known:
                 raise ValueError(f"cluster.gpu: unknown GPU {v!r}; use one of {', '.join(known)} or give its figures")
-            return known[v]
+            return copy.deepcopy(known[v])
         return v
 
     @model_validator(mode="after")

@@ -185,7 +185,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         for part in parts[:-1]:
             child = node.get(part)
             if part == "gpu" and isinstance(child, str) and child in (named := gpu_presets()):
-                child = node[part] = dict(named[child])  # edit a field of a named GPU
+                child = node[part] = named[child]  # edit a field of a named GPU (a fresh copy)
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):

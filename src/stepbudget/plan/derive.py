@@ -240,17 +240,15 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
     peak_gemm = sc.peak_gemm_flops * k.clock  # power-capped sustained clock
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
                   grad_bytes=pr.grad_buffer_bytes, fp8=fp8)
+    peak_bf16 = cl.gpu.peak_bf16_flops * k.clock
     T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
-    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=cl.gpu.peak_bf16_flops * k.clock,
+    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=peak_bf16,
                       flash=sc.layout.flash_attention, ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=mb,
                       **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full
-    # FP8 training keeps the output head in BF16 (DeepSeek-V3 3.3.1: embedding, output head, gating,
-    # normalization and attention stay in higher precision)
-    head = head_ops(model, T, tp, **{**common, "peak_gemm": cl.gpu.peak_bf16_flops * k.clock, "gemm_eff": k.gemm,
-                                     "fp8": False})
+    head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
     head_fwd, head_bwd = layer_times(head)
     # a pipeline runs at the pace of its busiest stage: the last one carries the output layer
     # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)
@@ -258,15 +256,15 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
     e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
     per_stage = sc.pipeline_slots / pp
     layer_s = fwd + bwd + again
-    others = np.where(pp >= 3, per_stage, per_stage - e) * layer_s
+    full, first = per_stage * layer_s, (per_stage - e) * layer_s
+    others = np.where(pp >= 3, full, first)  # with two stages, the other one is the first
     last = (per_stage - l_) * layer_s + head_fwd + head_bwd
     single = (model.num_layers + model.mtp_layers) * layer_s + head_fwd + head_bwd
     # DualPipe: rank i holds stages i and p-1-i and runs each micro-batch on one of them (DSV3 Table 2),
     # so rank 0 averages the first stage and the last: half its micro-batches carry the output layer
-    first = (per_stage - e) * layer_s
     dualpipe = sched == DUALPIPE_CODE
     rank0 = (first + last) / 2
-    middle = np.where(pp >= 4, per_stage * layer_s, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
+    middle = np.where(pp >= 4, full, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
     per_microbatch = np.where(pp == 1, single, busiest)
     opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)

@@ -37,6 +37,7 @@ __all__ = [
     "MASTER_WEIGHT_BYTES",
     "ModelState",
     "dp_kind_code",
+    "grads_sharded",
     "recompute_code",
     "model_state_bytes",
     "layer_activation_bytes",
@@ -94,6 +95,14 @@ def _codes(value, enum: type[StrEnum], table: dict) -> np.ndarray:
 def dp_kind_code(dp_kind) -> np.ndarray:
     """Integer code array of a ``DataParallel`` value, its string, or an int code array."""
     return _codes(dp_kind, DataParallel, DP_KIND_CODES)
+
+
+def grads_sharded(dp_kind, reshard) -> np.ndarray:
+    """Whether each rank keeps only its 1/d shard of the gradients: ZeRO-2, ZeRO-3, and FSDP when it
+    reshards after forward ([ZeRO] 5.2; without resharding FSDP keeps whole gradients, as Llama 3).
+    Such gradients are reduce-scattered after every micro-batch. Shape: the arguments broadcast."""
+    code = dp_kind_code(dp_kind)
+    return _SHARDS_GRADS[code] & ~((code == DP_KIND_CODES[DataParallel.FSDP]) & ~np.asarray(reshard, bool))
 
 
 def recompute_code(recompute) -> np.ndarray:
@@ -160,8 +169,7 @@ def model_state_bytes(
         code, Psi, d, w_g, w_p, K, master, L_g, psi_layer
     )
     K = K - (1 - master) * MASTER_WEIGHT_BYTES  # no master copy: the parameters are the master
-    shard_os, shard_g, shard_p = _SHARDS_OPTIMIZER[code], _SHARDS_GRADS[code], _SHARDS_PARAMS[code]
-    shard_g = shard_g & ~((code == DP_KIND_CODES[DataParallel.FSDP]) & ~np.asarray(reshard, bool))
+    shard_os, shard_g, shard_p = _SHARDS_OPTIMIZER[code], grads_sharded(code, reshard), _SHARDS_PARAMS[code]
     params = w_p * Psi / np.where(shard_p, d, 1)  # P_p: ZeRO-3 / FSDP, [ZeRO] §5.3
     grads = w_g * Psi / np.where(shard_g, d, 1)  # P_g: ZeRO-2 and up, [ZeRO] §5.2
     optimizer = K * Psi / np.where(shard_os, d, 1)  # P_os: ZeRO-1 and up, [ZeRO] §5.1

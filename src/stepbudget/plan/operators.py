@@ -208,12 +208,14 @@ def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, pea
     return Op("attention core", "attention", 1.0, flops, nbytes, fwd, bwd)
 
 
-def head_ops(model: Model, T, t, kernels: Kernels, peak_gemm: float, gemm_eff: float, hbm_Bps: float,
-             grad_bytes: float = ELEMENT_BYTES, fp8: bool = False) -> list[Op]:
-    """Output layer of one micro-batch on the last stage: the logits GEMM and the FP32 softmax/loss."""
+def head_ops(model: Model, T, t, kernels: Kernels, peak_bf16: float, hbm_Bps: float,
+             grad_bytes: float = ELEMENT_BYTES) -> list[Op]:
+    """Output layer of one micro-batch on the last stage: the logits GEMM and the FP32 softmax/loss. In
+    BF16 even in FP8 training (DeepSeek-V3 3.3.1: embedding, output head, gating, normalization and
+    attention stay in higher precision)."""
     V = model.vocab_size
     T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
+    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=grad_bytes)
     heads = 1 + model.mtp_layers
     ops = [
         gemm("logits", T, V / t, model.hidden_size, heads, **g),
