@@ -19,7 +19,7 @@ from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, pr
 from stepbudget.units import UnitError
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.views.memory import memory_dict, memory_table
-from stepbudget.views.tables import budget_dict, exchanges_table, operators_table, roofline_table, summary_table
+from stepbudget.views.tables import budget_dict, budget_tables
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
 _probe = Console()
@@ -71,8 +71,7 @@ def _emit(as_json: bool, document: Callable[[], object], shown: Callable[[], Ite
 
 def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
     b = estimate(derive(_load(scenario, sets)))
-    _emit(as_json, lambda: budget_dict(b), lambda: [
-        summary_table(b), exchanges_table(b), *([operators_table(b)] if b.plan.operators else []), roofline_table(b)])
+    _emit(as_json, lambda: budget_dict(b), lambda: budget_tables(b))
 
 
 @app.callback(invoke_without_command=True)
@@ -209,33 +208,28 @@ def validate(
     as_json: AsJson = False,
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
+    from stepbudget.validation.compare import explain as run_explain
     from stepbudget.validation.compare import validate as run_validate
     from stepbudget.views.validation import (explain_dict, explain_lines, figure_5_5, runs_table, skipped_lines,
-                                             validation_dict)
-    from stepbudget.views.validation import summary_table as by_source_table
+                                             summary_table, validation_dict)
 
     _check_plot(plot)
+    if explain is not None:
+        try:
+            row, b = run_explain(runs or None, explain)
+        except ScenarioError as e:
+            fail(str(e))
+        _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [*explain_lines(row), *budget_tables(b)])
+        return
     try:
         rows, summaries = run_validate(runs or None)
     except ScenarioError as e:
         fail(str(e))
-    if explain is not None:
-        row = next((r for r in rows if r.case.id == explain), None)
-        if row is None:
-            fail(f"--explain: no run {explain!r} in the runs read; give an id that validate lists, "
-                 f"e.g. {rows[0].case.id}")
-        if row.case.scenario is None:
-            fail(f"--explain: run {explain!r} cannot be turned into a scenario: {row.case.reason}")
-        b = estimate(derive(row.case.scenario))
-        _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [
-            *explain_lines(row), summary_table(b), exchanges_table(b),
-            *([operators_table(b)] if b.plan.operators else []), roofline_table(b)])
-        return
     if plot is not None:
         figure_5_5(rows, plot)
     skipped = skipped_lines(rows)
     _emit(as_json, lambda: validation_dict(rows, summaries), lambda: [
-        runs_table(rows), by_source_table(summaries),
+        runs_table(rows), summary_table(summaries),
         *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []), *(f"  {line}" for line in skipped)],
         [plot])
 

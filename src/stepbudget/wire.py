@@ -274,6 +274,8 @@ class WireView:
     """Burstiness of the NIC's flows if they were independent: sqrt((1 - D) / (n D))."""
     cv_synchronized: np.ndarray
     """Burstiness of phase-locked flows, as in one training job: sqrt((1 - D) / D)."""
+    cv_1000_web_flows: np.ndarray
+    """The same duty cycle spread over 1,000 independent flows, as web traffic: sqrt((1 - D) / (1000 D))."""
 
 
 def wire_view(
@@ -316,6 +318,7 @@ def wire_view(
         peak_to_average = 1.0 / D  # R / R_avg = 1 / D, 8.1
         cv_synchronized = np.sqrt((1 - D) / D)  # phase-locked flows add like one: n = 1 in 8.3
         cv_independent = None if n is None else np.sqrt((1 - D) / (n * D))  # 8.3
+        cv_web = cv_synchronized / np.sqrt(1000)  # 8.3 with n = 1,000 independent flows
     return WireView(
         bytes_per_step=Q, step_s=T_step, line_rate_Bps=R, window_s=W, burst_s=T, duty_cycle=D,
         average_Bps=average_rate(Q, T_step), counter_Bps=D * R,  # D * R for W >> T_step, 8.4
@@ -324,7 +327,7 @@ def wire_view(
         fits_in_buffer=None if Bf is None else buffer <= Bf,
         max_burst_s=None if Bf is None else max_burst_for_buffer(Bf, k, R),
         flows_per_gpu=n, flow_entropy_bits=None if n is None else np.log2(n),  # H of n equal flows
-        cv_if_independent=cv_independent, cv_synchronized=cv_synchronized,
+        cv_if_independent=cv_independent, cv_synchronized=cv_synchronized, cv_1000_web_flows=cv_web,
     )
 
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic_matrix, node_limited_traffic,
-                                    pair_skew_matrix, skew_stats)
+                                    pair_skew_matrix, server_matrix, skew_stats)
 from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
-from stepbudget.enums import Activation
+from stepbudget.enums import Activation, EPKind
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 
@@ -75,6 +75,10 @@ class MoEReport:
     """Bytes crossing NICs when a token crosses once per target server and NVLink forwards it (under the
     node limit if any): what ``ep_kind: deepep`` sends, what plain all-to-all could save; None on one
     server or with a pair-skewed or given matrix."""
+    plain_nic_bytes: float = 0.0
+    """Bytes of ``matrix`` that cross NICs: every copy to another server."""
+    forwards: bool = False
+    """Whether the scenario forwards (``ep_kind: deepep`` or a node limit) rather than sending every copy."""
 
 
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
@@ -122,7 +126,9 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s)
     return MoEReport(scenario=sc, ratio=ratio, chapter=chapter, layer=layer, servers=S, gpus_per_server=G,
                      tokens_per_gpu=tokens, skew=skew, matrix=D, stats=skew_stats(D), times=times,
-                     forwarded_nic_bytes=nl_nic)
+                     forwarded_nic_bytes=nl_nic,
+                     plain_nic_bytes=float(D.sum() - np.trace(server_matrix(D, S, G))),
+                     forwards=lay.ep_kind == EPKind.DEEPEP or moe.node_limit is not None)
 
 
 def load_matrix(path: str) -> np.ndarray:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.budget.step import estimate
+from stepbudget.budget.step import Budget, estimate
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.validation.convert import Case, to_case
 from stepbudget.validation.runs import RunError, load_runs
@@ -56,8 +57,26 @@ def summarize(source: str, rows: list[Row]) -> Summary:
 def predict(case: Case) -> Row:
     if case.scenario is None or case.reason is not None:
         return Row(case, None, None)
-    b = estimate(derive(case.scenario))
+    return _row(case, estimate(derive(case.scenario)))
+
+
+def _row(case: Case, b: Budget) -> Row:
     return Row(case, float(b.step_s), float(b.mfu), float(b.compute_s), float(b.bubble_s), float(b.exposed_comm_s))
+
+
+def explain(paths: str | list[str] | None, run_id: str) -> tuple[Row, Budget]:
+    """One run of ``paths`` with its whole budget. ScenarioError when no run has ``run_id`` or the
+    run cannot be turned into a scenario."""
+    runs = _runs(paths)
+    run = next((r for r in runs if r["id"] == run_id), None)
+    if run is None:
+        example = f", e.g. {runs[0]['id']}" if runs else ""
+        raise ScenarioError(f"--explain: no run {run_id!r} in the runs read; give an id that validate lists{example}")
+    case = to_case(run)
+    if case.scenario is None:
+        raise ScenarioError(f"--explain: run {run_id!r} cannot be turned into a scenario: {case.reason}")
+    b = estimate(derive(case.scenario))
+    return (Row(case, None, None) if case.reason is not None else _row(case, b)), b
 
 
 def validate(paths: str | list[str] | None = None) -> tuple[list[Row], list[Summary]]:

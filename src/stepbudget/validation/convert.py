@@ -315,7 +315,7 @@ def to_case(run: dict) -> Case:
         # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
         # (Dao 2023, abstract and Fig. 4)
         spec = gpu_presets()[gpu]
-        k = spec.setdefault("kernels", {})
+        k = spec["kernels"]
         k.update(attention_fwd=k["attention_fwd"] / 2, attention_bwd=k["attention_bwd"] / 2)
         cl["gpu"] = spec
         notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")

@@ -112,8 +112,8 @@ def check_run(run: object, index: int) -> None:
         raise RunError(f"run {rid}: measured: missing; give step_time_s, tflops_per_gpu or mfu_pct")
     if run.get("source") is not None and not isinstance(run["source"], dict):
         raise RunError(f"run {rid}: source: expected a mapping (document, locator), got {run['source']!r}")
-    for section, name, integer in _NUMBERS:
-        _number(rid, f"{section}.{name}", run[section].get(name) if isinstance(run.get(section), dict) else None, integer)
+    for section, name, integer in _NUMBERS:  # every section was checked to be a mapping above
+        _number(rid, f"{section}.{name}", run[section].get(name), integer)
     moe = run["model"].get("moe")
     if moe is not None:
         if not isinstance(moe, dict):
@@ -121,7 +121,7 @@ def check_run(run: object, index: int) -> None:
         for name in _MOE_NUMBERS:
             _number(rid, f"model.moe.{name}", moe.get(name), True)
     dp = run["layout"].get("dp")
-    if dp is not None and not isinstance(dp, str):
+    if not isinstance(dp, str):  # a number, or text the conversion reads
         _number(rid, "layout.dp", dp, True)
     if run["layout"].get("overlap") is not None:
         try:

@@ -9,8 +9,6 @@ import numpy as np
 from rich.table import Table
 
 from stepbudget.a2a.report import MoEReport
-from stepbudget.a2a.routing import server_matrix
-from stepbudget.enums import EPKind
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
 from stepbudget.views.figures import write_figure
 
@@ -60,12 +58,11 @@ def verdict(r: MoEReport) -> list[str]:
             out.append(f"balanced enough: the plain all-to-all is within {t.plain_s / t.lower_bound_s - 1:.0%} of "
                        "the lower bound; a schedule buys nothing")
     if r.forwarded_nic_bytes is not None:
-        flat = float(r.matrix.sum() - np.trace(server_matrix(r.matrix, r.servers, r.gpus_per_server)))
         limit = r.scenario.model.moe.node_limit
         how = f"at most {limit} servers a token, " if limit else ""
-        share = f"{fmt_bytes(r.forwarded_nic_bytes)} over NICs per layer instead of {fmt_bytes(flat)} " \
-                f"({r.forwarded_nic_bytes / max(flat, 1):.0%})"
-        if r.scenario.layout.ep_kind == EPKind.DEEPEP or limit:
+        share = f"{fmt_bytes(r.forwarded_nic_bytes)} over NICs per layer instead of {fmt_bytes(r.plain_nic_bytes)} " \
+                f"({r.forwarded_nic_bytes / max(r.plain_nic_bytes, 1):.0%})"
+        if r.forwards:
             out.append(f"one NIC copy per target server ({how}NVLink forwards the rest) sends {share}")
         else:
             out.append(f"one NIC copy per target server, NVLink forwarding the rest (layout.ep_kind: deepep, as "

@@ -11,7 +11,7 @@ from stepbudget.plan.derive import derive
 from stepbudget.sweep.search import KNOBS, SearchResult, scenario_for
 from stepbudget.units import fmt_bytes, fmt_flops, fmt_time
 from stepbudget.views.memory import memory_dict
-from stepbudget.views.tables import budget_dict, degrees_label, schedule_label
+from stepbudget.views.tables import budget_dict, degrees_label, dp_label, schedule_label
 
 _TERMS = ("compute_s", "bubble_s", *(f"exposed_{d.value}_s" for d in DIMS))
 _TERM_NAMES = {"compute_s": "compute", "bubble_s": "bubble", **{f"exposed_{d.value}_s": f"exposed {d.value.upper()}" for d in DIMS}}
@@ -20,7 +20,7 @@ _TERM_NAMES = {"compute_s": "compute", "bubble_s": "bubble", **{f"exposed_{d.val
 def row_label(row: dict) -> str:
     deg = degrees_label(row.__getitem__)
     sched = schedule_label(row["schedule"], row["virtual_stages"])
-    dp = row["dp_kind"] + ("" if row["dp_kind"] != "fsdp" or row["reshard_after_forward"] else " no-reshard")
+    dp = dp_label(row["dp_kind"], row["reshard_after_forward"])
     extra = [f"mb {row['micro_batch']}", dp]
     if row["recompute"] != "none":
         extra.append(f"{row['recompute']} recompute")

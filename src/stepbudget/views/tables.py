@@ -29,10 +29,14 @@ def schedule_label(schedule: str, virtual_stages: int) -> str:
     return schedule + (f" v{virtual_stages}" if virtual_stages > 1 else "")
 
 
+def dp_label(dp_kind: str, reshard_after_forward: bool) -> str:
+    return dp_kind + ("" if dp_kind != "fsdp" or reshard_after_forward else " no-reshard")
+
+
 def layout_label(sc: Scenario) -> str:
     lay = sc.layout
     sched = schedule_label(lay.schedule.value, lay.virtual_stages)
-    dp = lay.dp_kind.value + ("" if lay.dp_kind.value != "fsdp" or lay.reshard_after_forward else " no-reshard")
+    dp = dp_label(lay.dp_kind.value, lay.reshard_after_forward)
     return f"{degrees_label(lambda a: getattr(lay, a))} · {sched} · {dp} · micro-batch {lay.micro_batch}"
 
 
@@ -178,3 +182,9 @@ def roofline_table(budget: Budget) -> Table:
         t.add_row(k, fmt_rate(rates[k]), fmt_bytes(d["bytes"][k]), f"{inten:,.0f}", f"{bal:,.0f}",
                   Text("compute-bound" if ok else f"link-bound ({bal / inten:.1f}x short)", style="green" if ok else "red"))
     return t
+
+
+def budget_tables(budget: Budget) -> list[Table]:
+    """What `budget` prints: the summary, the exchanges, the operators (operator model) and the roofline."""
+    return [summary_table(budget), exchanges_table(budget), *([operators_table(budget)] if budget.plan.operators else []),
+            roofline_table(budget)]

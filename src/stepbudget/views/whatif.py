@@ -42,8 +42,8 @@ def whatif_table(variants: list[Variant]) -> Table:
         t.add_column(v.name, justify="right", max_width=22, overflow="fold")
 
     def row(label, get, fmt, compare=True):
-        b0 = get(base)
-        t.add_row(label, *(fmt(get(v)) + (_ratio(get(v), b0) if compare and v is not base else "") for v in variants))
+        values = [get(v) for v in variants]  # the first is the base's
+        t.add_row(label, *(fmt(x) + (_ratio(x, values[0]) if compare and i else "") for i, x in enumerate(values)))
 
     t.add_row("GPUs", *(f"{v.scenario.cluster.gpus:,} {v.scenario.cluster.gpu.name.split()[0]}" for v in variants))
     t.add_row("layout", *(degrees_label(lambda a, lay=v.scenario.layout: getattr(lay, a)) for v in variants))
@@ -57,9 +57,8 @@ def whatif_table(variants: list[Variant]) -> Table:
     t.add_row("memory / HBM", *(
         Text(f"{fmt_bytes(f(v.memory.total))} / {fmt_bytes(v.memory.capacity)}", style="" if bool(v.memory.fits) else "red")
         for v in variants))
-    mats = {id(v): v.traffic_matrix() for v in variants}
     for d in DIMS:
-        row(f"{d.value.upper()} bytes/GPU", lambda v, d=d: mats[id(v)][d.value]["total"], fmt_bytes)
+        row(f"{d.value.upper()} bytes/GPU", lambda v, d=d: v.traffic_matrix()[d.value]["total"], fmt_bytes)
     return t
 
 
