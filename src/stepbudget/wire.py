@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.step import Budget
+from stepbudget.enums import Collective
 
 __all__ = [
     "WireView",
@@ -356,9 +357,9 @@ def _flows(budget: Budget) -> int:
     flows = 0
     for x in budget.exchanges:
         if float(x.calls) > 0 and float(x.nic_bytes) > 0:
-            if x.collective.value == "all-to-all":
+            if x.collective == Collective.ALL_TO_ALL:
                 flows += QPS_ALL_TO_ALL
-            elif x.collective.value == "send/recv":
+            elif x.collective == Collective.SEND_RECV:
                 flows += 2
             else:
                 flows += QPS_RING

@@ -11,6 +11,8 @@ schedule.py runs scipy and Python.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 try:
@@ -149,3 +151,10 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
         k += 1
         lam -= w
     return perms[:k], weights[:k]
+
+
+@functools.cache
+def warm() -> None:
+    """Load (or compile) ``heavy_stages`` for the argument types every caller passes, once per process."""
+    if AVAILABLE:
+        heavy_stages(np.ones((2, 2), dtype=np.int64), 2)

@@ -30,7 +30,6 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from . import _compiled
 from .routing import check_traffic_matrix
 
 __all__ = [
@@ -273,6 +272,8 @@ def _bvn_python(R: list, lam: int, bottleneck: bool) -> list:
 
 def _bvn_heavy(R: list, lam: int) -> list:
     """Greedy BvN with min-sum-of-reciprocals matchings (scipy linear_sum_assignment, or compiled)."""
+    from . import _compiled  # numba loads only when a schedule is computed
+
     n = len(R)
     if _compiled.AVAILABLE:  # the whole loop compiled: no per-stage Python
         perms, weights = _compiled.heavy_stages(np.array(R, dtype=np.int64), lam)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.sim.links import _maxmin_csr
+from stepbudget.sim.links import maxmin_rates_unchecked
 
 from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
@@ -71,7 +71,7 @@ def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Progressive filling on a checked link table: the simulator's rule (sim/links.py), one copy."""
     used = table >= 0
     indptr = np.concatenate(([0], np.cumsum(used.sum(axis=1))))
-    return _maxmin_csr(indptr, table[used], cap)
+    return maxmin_rates_unchecked(indptr, table[used], cap)
 
 
 def maxmin_rates(flow_links, capacities) -> np.ndarray:
@@ -187,7 +187,6 @@ def _alltoall_flows(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarr
 
 
 _GROUP_MIN_FLOWS = 256  # below this many flows, every end is its own event (exact)
-_WARM: list[bool] = []  # set once a schedule has run in this process
 PLAIN_GROUP_RTOL = 1e-3
 """Flows of a plain all-to-all due within 0.1 % of the elapsed time end together (fluid_finish_times)."""
 
@@ -377,9 +376,9 @@ def alltoall_times(
     """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster."""
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     unit_bytes = _unit_bytes(D, S, G, alpha_s, B_out, unit_bytes)
-    if not _WARM:  # the first call in a process loads (or compiles) the compiled loop: time a warm call
-        fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
-        _WARM.append(True)
+    from . import _compiled  # numba loads only when a schedule is timed
+
+    _compiled.warm()  # the first call in a process loads (or compiles) the compiled loop: time a warm call
     started = time.perf_counter()
     schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
     schedule_seconds = time.perf_counter() - started

@@ -31,12 +31,10 @@ from functools import partial
 import numpy as np
 
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.sim.links import FlowLinks, _maxmin_csr, gather_csr
+from stepbudget.sim.links import FlowLinks, gather_csr, maxmin_rates_unchecked
 from stepbudget.sim.timeline import Timeline
 
 __all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "simulate"]
-
-"""``rates(indptr, link_ids, capacity_Bps) -> rates_Bps``; contract in ``sim.links``."""
 
 _TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
 
@@ -179,7 +177,7 @@ class Network:
         if not active.size:
             return
         indptr, link_ids = gather_csr(self._links.indptr, self._links.link_ids, active)
-        rates = _maxmin_csr(indptr, link_ids, self._capacity)
+        rates = maxmin_rates_unchecked(indptr, link_ids, self._capacity)
         self._rate[active] = rates
         with np.errstate(divide="ignore"):
             finish_at = self._engine.now + self._remaining[active] / rates  # time = bytes / rate

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FlowLinks", "flows_to_csr", "gather_csr", "maxmin_rates", "maxmin_rates_csr"]
+__all__ = [
+    "FlowLinks", "flows_to_csr", "gather_csr", "maxmin_rates", "maxmin_rates_csr", "maxmin_rates_unchecked",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,10 +111,10 @@ def maxmin_rates_csr(
     link_ids = np.asarray(link_ids, dtype=np.int64)
     capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)
     _check(indptr, link_ids, capacity_Bps)
-    return _maxmin_csr(indptr, link_ids, capacity_Bps)
+    return maxmin_rates_unchecked(indptr, link_ids, capacity_Bps)
 
 
-def _maxmin_csr(indptr: np.ndarray, link_ids: np.ndarray, capacity_Bps: np.ndarray) -> np.ndarray:
+def maxmin_rates_unchecked(indptr: np.ndarray, link_ids: np.ndarray, capacity_Bps: np.ndarray) -> np.ndarray:
     """``maxmin_rates_csr`` on int64/float64 arrays already checked (the simulator checks its graph once)."""
     num_flows, num_links = indptr.size - 1, capacity_Bps.size
     lengths = np.diff(indptr)

@@ -188,10 +188,8 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     # all-gather buckets before the first forward of each layer (ZeRO-1 after the previous step's update)
     gathers: dict[tuple[int, int, int], int] = {}
     dp_not_overlapped = dp_setting != "auto" and float(dp_setting) == 0
-    first_compute = [-1] * p
-    last_gather = [-1] * p
     pass_start = [-1] * p
-    pass_gather: list[list[int]] = [[] for _ in range(p)]
+    pass_gather = [-1] * p  # the last per-pass gather of each stage (resharded DP)
     for s in range(p):
         if dp["gather"] > 0 and dp_rounds["gather"] <= 1:
             per_bucket = dp["gather"] / (v_run * layers_per_chunk)
@@ -202,7 +200,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                     # collectives on one communicator run in issue order (NCCL), so buckets queue
                     prev = [b.add(transfer(f"DP all-gather s{s} c{c} l{layer}", per_bucket * capacity[L], [L], prev),
                                   "dp", "gather", s)]
-                    gathers[(s, c, layer)] = last_gather[s] = prev[0]
+                    gathers[(s, c, layer)] = prev[0]
 
     # stage s's tasks, in schedule order; cross-stage dependencies need the sender to exist first,
     # so walk the stages' orders together, emitting a pass once what it receives has been emitted
@@ -251,9 +249,9 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                     L = stage_link(s, "DP", True)  # prefetched while the previous pass computes (FSDP)
                     size = dp["gather"] / (dp_rounds["gather"] * v_run) * capacity[L]
                     ag = b.add(transfer(f"DP all-gather {kind} s{s} m{mb} c{c}", size, [L],
-                                        [t for t in (pass_start[s], *pass_gather[s][-1:]) if t >= 0]),
+                                        [t for t in (pass_start[s], pass_gather[s]) if t >= 0]),
                                "dp", "gather", s)
-                    pass_gather[s].append(ag)
+                    pass_gather[s] = ag
                     deps.append(ag)
                 last, first_in_pass = None, -1
                 for layer in (range(layers_per_chunk) if kind == "F" else reversed(range(layers_per_chunk))):
@@ -261,13 +259,12 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                     if kind == "F" and mb == 0 and (s, c, layer) in gathers:
                         layer_deps.append(gathers[(s, c, layer)])
                     dur = (per_mb * frac / v_run) / layers_per_chunk + extra
-                    if kind == "F" and mb == 0 and dp_not_overlapped and first_compute[s] < 0 and gathers:
-                        layer_deps.append(last_gather[s])  # not overlapped: every bucket before any compute
+                    if dp_not_overlapped and gathers and last is None and last_compute[s] < 0:
+                        # not overlapped: every bucket (the last one queues behind the rest) before any compute
+                        layer_deps.append(gathers[(s, v_run - 1, layers_per_chunk - 1)])
                     last = b.add(compute(f"{kind} s{s} m{mb} c{c} l{layer}", s, dur, layer_deps), "compute",
                                  "fwd" if kind == "F" else "bwd", s)
                     layer_tasks[(kind, mb, c, layer, s)] = last
-                    if first_compute[s] < 0:
-                        first_compute[s] = last
                     if first_in_pass < 0:
                         first_in_pass = last
                 pass_start[s] = first_in_pass  # the next pass's gather is prefetched from here

@@ -117,7 +117,7 @@ def _evaluate(base: Scenario, gpus: int, seqs: int, layout: dict) -> ScalePoint:
     if not bool(mem.fits):
         notes.append(f"needs {f(mem.total) / 1e9:.0f} GB of {mem.capacity / 1e9:.0f} GB HBM")
     expert_ranks = int(plan.tp * plan.cp * plan.dp)
-    if int(plan.ep) * int(plan.expert_tp) > expert_ranks or expert_ranks % (int(plan.ep) * int(plan.expert_tp)):
+    if expert_ranks % (int(plan.ep) * int(plan.expert_tp)):  # the scenario validator's rule, for scaled layouts
         notes.append(f"EP {int(plan.ep)} x expert TP {int(plan.expert_tp)} does not divide the {expert_ranks} "
                      "non-pipeline ranks: lower layout.ep")
     return ScalePoint(

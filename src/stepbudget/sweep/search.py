@@ -92,14 +92,14 @@ def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
 
 
-def _check_not_empty(evaluated, bad_schedule, feasible_n, smallest, capacity, dropped) -> None:
+def _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped) -> None:
     if evaluated == 0:
         raise SearchError(
             f"every candidate layout breaks a pipeline schedule's micro-batch rule ({bad_schedule:,} rejected); "
             "raise batch.global_batch_seqs"
         )
     if feasible_n == 0:
-        need = smallest["memory_bytes"]
+        need = least_memory
         raise SearchError(
             f"cluster.gpu: no layout fits in {capacity / 1e9:.0f} GB of HBM; the smallest needs {need / 1e9:.1f} GB "
             f"(short by {(need - capacity) / 1e9:.1f} GB: {dropped[DROP_STATE]:,} layouts exceed it on model state "
@@ -139,7 +139,7 @@ def search(
     dropped = {DROP_STATE: 0, DROP_ACTIVATIONS: 0}
     tops: list[dict] = []
     best_by: dict[str, dict[object, dict]] = {k: {} for k in KNOBS}
-    smallest = None
+    least_memory = np.inf  # bytes of the layout that needs the least HBM
     knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
                                 else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
     # the sink publishes FILE only if the block ends without an exception (store.py)
@@ -156,9 +156,7 @@ def search(
                 feasible_n += int(fits.sum())
                 dropped[DROP_STATE] += int(state_over.sum())
                 dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
-                j = int(np.argmin(m["memory_bytes"]))
-                if smallest is None or m["memory_bytes"][j] < smallest["memory_bytes"]:
-                    smallest = layout_row(cols, m, j)
+                least_memory = min(least_memory, float(m["memory_bytes"].min()))
                 step = np.where(fits, _rank(m), np.inf)
                 k = min(top, n)
                 for i in np.argpartition(step, k - 1)[:k]:
@@ -177,7 +175,7 @@ def search(
                     sink.write(cols | m | {"fits": fits})
             if progress is not None:
                 progress(done, space.size)
-        _check_not_empty(evaluated, bad_schedule, feasible_n, smallest, capacity, dropped)
+        _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped)
     tops.sort(key=_rank)
     return SearchResult(
         scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,
