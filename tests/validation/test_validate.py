@@ -192,7 +192,7 @@ EXAMPLE = str(EXAMPLES / "megatron_a100_runs.yaml")
 def test_out_of_sample_megatron_runs_stay_close():
     # Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5: runs the model was never shaped on
     rows, summaries = validate(EXAMPLE)
-    assert len(rows) == 18 and all(r.error is not None for r in rows)  # every run predicted
+    assert len(rows) == 19 and all(r.error is not None for r in rows)  # every run predicted
     overall = summaries[-1]
     assert overall.median_abs_error < 0.08 and overall.max_abs_error < 0.15
     kor = {r.case.id: r for r in rows if r.case.id.startswith("korthikanti")}
@@ -210,6 +210,14 @@ def test_conversion_reads_stored_scores_and_picks_the_shallowest_interleaving(tm
     assert c.scenario.layout.virtual_stages == 3 and any("interleaving depth" in a for a in c.assumptions)
     c = to_case(by_id["korthikanti22_table5_175B_selective"])
     assert c.scenario.layout.virtual_stages == 3 and c.scenario.layout.recompute == "selective"
+    # the Megatron-LM of 2021-22 had no distributed optimizer: every DP rank all-reduces whole fp32 gradients
+    dp8 = to_case(by_id["korthikanti22_sec6_530B_selective_dp8"]).scenario
+    assert dp8.layout.dp_kind == "ddp" and dp8.precision.grads == 4  # bytes per gradient
+    ar = [x for x in sb.estimate(sb.derive(dp8)).exchanges if x.dim.value == "dp" and float(x.bytes_per_gpu) > 0]
+    assert [x.collective.value for x in ar] == ["all-reduce"]
+    # 1.9 B fp32 gradients per GPU, ring all-reduce over 8 ranks: 2 (n-1)/n of the buffer on the wire
+    grads = 4 * 530e9 / (8 * 35)
+    assert float(ar[0].bytes_per_gpu) == pytest.approx(2 * 7 / 8 * grads, rel=0.02)
 
 
 def test_megatron_family_runs_lay_ranks_out_as_megatron_does(tmp_path):
@@ -305,6 +313,32 @@ def test_a_runs_dispatcher_decides_how_its_tokens_cross_the_nic():
     run["layout"]["overlap"] = ["ep", "dp", "pp"]
     sc = to_case(run).scenario
     assert sc.overlap.ep == 1.0 and sc.overlap.ep_paired
+
+
+NVIDIA_REPORTS = str(EXAMPLES / "nvidia_reports_runs.yaml")
+
+
+def test_out_of_sample_nvidia_reports_and_their_mfu_convention():
+    # Nemotron-4 15B/340B and MT-NLG: every run predicted, each report its own source row
+    rows, summaries = validate(NVIDIA_REPORTS)
+    assert len(rows) == 9 and all(r.error is not None for r in rows)
+    assert {s.source for s in summaries} == {"Nemotron-4 15B", "Nemotron-4 340B", "MT-NLG", "all"}
+    # the reports' MFU counts logits and the full score matrix: from the printed iteration time, that count
+    # gives back the printed MFU within rounding (Table 2 of each Nemotron-4 report, PaLM's 30.2 % for MT-NLG)
+    for r in rows:
+        if r.case.measured_mfu is None:
+            continue
+        sc = r.case.scenario
+        assert sc.flops.convention == "noncausal"
+        flops = model_counts(sc.model, "noncausal").flops_per_token * sc.global_batch_seqs * sc.model.seq_len
+        mfu = flops / (sc.cluster.gpus * r.case.measured_step_s * sc.cluster.gpu.peak_bf16_flops)
+        assert mfu == pytest.approx(r.case.measured_mfu, abs=0.006), r.case.id
+    # what the NeMo recipes overlap: TP (userbuffers) and DP for 15B, PP as well for 340B
+    by_id = {r.case.id: r.case.scenario for r in rows}
+    n15, n340 = by_id["nemotron4_15b_table2_768gpu"], by_id["nemotron4_340b_table2_1536gpu"]
+    assert (n15.overlap.tp, n15.overlap.dp, n15.overlap.pp) == (1.0, "auto", 0.0)
+    assert (n340.overlap.tp, n340.overlap.dp, n340.overlap.pp) == (1.0, "auto", "auto")
+    assert n340.layout.schedule == "interleaved-1f1b" and n340.model.num_kv_heads == 8
 
 
 NEMO = str(EXAMPLES / "nemo_h100_runs.yaml")

@@ -56,6 +56,9 @@ MFU_CONVENTION = {
     "DeepSeek-V3": "noncausal",  # ISCA'25 Table 4 quotes 43.73 % non-causal (38.94 % causal)
     "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
     "Korthikanti et al.": "noncausal",  # Eq. 7: 72 B L s h^2 (1 + s/6h + v/12hL), the full score matrix
+    "Nemotron-4 15B": "noncausal",  # 6N + 6hV + 12Lsh per token reproduces Table 2's MFU (examples/nvidia_reports_runs.yaml)
+    "Nemotron-4 340B": "noncausal",  # the 15B report's count reproduces its Table 2 MFU the same way
+    "MT-NLG": "noncausal",  # PaLM App. B: MT-NLG's 30.2 % MFU counts self-attention in full
     # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
     # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
 }
@@ -96,7 +99,8 @@ class Case:
 
 _SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
-            ("deepseek", "DeepSeek-V3"))
+            ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
+            ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"))
 """Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
 
 
@@ -271,6 +275,8 @@ def to_case(run: dict) -> Case:
         out["reshard_after_forward"] = "not resharded" not in zero
     elif "distributed-optimizer" in zero or zero.strip().startswith("1"):
         out["dp_kind"] = "zero1"
+    elif re.search(r"\b(none|ddp)\b", zero):
+        out["dp_kind"] = "ddp"  # every DP rank keeps whole optimizer state: grads all-reduced
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
         out["order"] = order
