@@ -115,6 +115,38 @@ def test_dp_bytes_per_step_do_not_grow_with_the_batch_without_reshard():
         assert a == pytest.approx(b) and a > 0
 
 
+def test_ddp_and_zero1_reduce_in_megatron_core_buckets():
+    # megascale-175b: ZeRO-1, DP overlapped, 175B / (TP 8 x PP 8) = 2.7 B parameters per GPU over DP 192
+    b = one("megascale-175b")
+    rs = rows(b, Axis.DP, "grads")[0]
+    psi = float(b.plan.params_dense_per_gpu)
+    bucket = max(40e6, 1e6 * 192)  # Megatron-Core: max(40 M, 1 M x DP ranks) parameters
+    assert float(rs.calls) == np.ceil(psi / bucket) == float(rs.units)
+    grad_bytes = b.plan.scenario.precision.grads
+    assert float(rs.message_bytes * rs.calls) == pytest.approx(psi * grad_bytes)  # the whole buffer, once
+    # a bigger DP group, bigger buckets: fewer calls, so ring latency does not grow with every rank
+    calls = [float(rows(one("megascale-175b", f"layout.dp={d}", f"cluster.gpus={64 * d}",
+                            f"batch.global_batch_seqs={8 * d}"), Axis.DP, "grads")[0].calls) for d in (8, 64, 512)]
+    assert calls[0] >= calls[1] >= calls[2] and calls[0] > calls[2]
+    # not overlapped, Megatron-Core does not bucket: one call for the buffer; a stated bucket wins
+    assert float(rows(one("megascale-175b", "overlap.dp=0"), Axis.DP, "grads")[0].calls) == 1
+    stated = rows(one("megascale-175b", "layout.dp_bucket_params=25e6"), Axis.DP, "grads")[0]
+    assert float(stated.calls) == np.ceil(psi / 25e6)
+    # FSDP exchanges a unit per layer, whatever the DP group
+    fsdp = rows(one("llama3-405b"), Axis.DP, "params")[0]
+    assert float(fsdp.units) == float(fsdp.calls) == np.ceil(126 / 16)  # 126 layers over 16 stages
+
+
+@settings(max_examples=25, deadline=None)
+@given(bucket=st.floats(1e5, 1e11))
+def test_buckets_split_the_dp_bytes_without_changing_them(bucket):
+    base = sum(float(x.bytes_per_gpu) for x in rows(one("megascale-175b"), Axis.DP))
+    b = one("megascale-175b", f"layout.dp_bucket_params={bucket}")
+    xs = rows(b, Axis.DP)
+    assert sum(float(x.bytes_per_gpu) for x in xs) == pytest.approx(base)
+    assert all(float(x.calls) == max(np.ceil(float(b.plan.params_dense_per_gpu) / bucket), 1) for x in xs)
+
+
 def test_moe_adds_an_all_to_all_in_every_moe_layer():
     b = one("deepseek-v3")
     ep = rows(b, Axis.EP)

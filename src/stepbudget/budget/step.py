@@ -8,8 +8,8 @@ min(phi * T, W) behind the compute window W = compute_s; all hidden time togethe
 exceeds compute_s. "auto" fractions (formulas.md 6.3-6.4, MegaScale 3.2): TP, CP all-gather
 and EP sit on the critical path (phi = 0); PP hides all but the pipeline fill and drain
 (2 (p - 1) v transfers); DP hides behind one micro-batch pass per round of buckets (spread over
-the warm-up or cool-down when interleaved), and one unit's gather and reduce at the edges stay
-exposed. sim/program.py runs the same step task by task and agrees within 1 % without contention.
+the warm-up or cool-down when interleaved), and one bucket's (at least one layer's) gather and
+reduce at the edges stay exposed. sim/program.py runs the same step task by task and agrees within 1 % without contention.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _phi(setting, default) -> np.ndarray:
 def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Exposed time of each exchange, and the total time hidden behind compute."""
     ov = plan.scenario.overlap
-    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)  # one FSDP unit / bucket per local layer
+    layers = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     phi_ep = _phi(ov.ep, 0.0)
     if np.any(phi_ep > 0):
         # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
@@ -121,8 +121,9 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
         elif x.dim == Axis.DP and setting == "auto":
             # gradients are complete only in the last micro-batch's backward, and parameters are needed
             # by the first one's forward (MegaScale 3.2): each round of calls hides behind one micro-batch
-            # pass, and one unit's gather and reduce at the edges stay exposed
-            rounds = x.calls / units
+            # pass, and one unit's gather and reduce at the edges stay exposed: a bucket's, but never less
+            # than a layer's (the first layer's gradients are the last to be ready, whatever the buckets)
+            rounds = x.calls / x.units
             per_mb = compute_s / np.maximum(plan.microbatches, 1)
             gather = x.collective.value == "all-gather"
             # interleaving spreads a rank's chunks over the warm-up and cool-down: chunk c's last
@@ -130,7 +131,7 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
             # buckets have 1 + (v-1) p / v micro-batch passes to hide in (sim/program.py agrees)
             spread = np.where(rounds > 1, 1.0, 1 + (plan.v - 1) * plan.pp / plan.v)
             window = spread * rounds * per_mb * np.where(gather, np.where(rounds > plan.microbatches, 0.5, 1 / 3), 2 / 3)
-            want = np.minimum(T * (1 - 1 / units), window)
+            want = np.minimum(T * (1 - 1 / np.minimum(x.units, layers)), window)
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
         elif x.dim == Axis.EP:

@@ -41,6 +41,8 @@ class Exchange:
     time_s: np.ndarray
     bandwidth_s: np.ndarray
     call_s: np.ndarray
+    units: np.ndarray | float = 1.0
+    """DP: the calls one round (the whole gradient or parameter buffer once) is split into."""
 
     @property
     def link(self) -> np.ndarray:
@@ -119,33 +121,34 @@ def exchanges(plan: Plan) -> list[Exchange]:
     out.append(_exchange(plan, Axis.PP, Collective.SEND_RECV, "activations", False,
                          group=np.where(p > 1, 2, 1), S=S_pp, calls=2 * mbs * v, q=plan.q["pp"], tier=plan.tier["pp"]))
 
-    # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per layer (FSDP unit /
-    # bucket). Sharded gradients (ZeRO-2, ZeRO-3, FSDP with reshard) cannot wait for the end of the
+    # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per bucket (DDP, ZeRO-1)
+    # or FSDP unit (plan.dp_units). Sharded gradients (ZeRO-2, ZeRO-3, FSDP with reshard) cannot wait for the end of the
     # step, so they reduce-scatter after every micro-batch; resharded parameters are gathered again
     # for every micro-batch's forward and backward. DDP, ZeRO-1 and FSDP without reshard (Llama 3)
     # keep whole gradients (and parameters) through the step and exchange once per step.
-    units = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     alg = plan.dp_algorithm
     ddp = plan.dp_kind == DDP
     per_microbatch = grads_sharded(plan.dp_kind, plan.reshard)
-    rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
-    ag_calls = np.where(ddp, 0, units * np.where(plan.reshard, 2 * mbs, 1))
     # DualPipe ranks hold two stages (i and p-1-i, DSV3 Table 2): twice the parameters, each reduced
     # over the twice as many ranks that hold it
     copies = parameter_copies(plan.schedule)
-    for label, psi, group, q in (
-        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"]),
-        ("expert ", plan.params_expert_per_gpu * copies, plan.expert_dp_group * copies, plan.q["expert_dp"]),
+    for label, psi, group, q, units in (
+        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"], plan.dp_units),
+        ("expert ", plan.params_expert_per_gpu * copies, plan.expert_dp_group * copies, plan.q["expert_dp"],
+         plan.expert_dp_units),
     ):
         if not np.any(psi > 0):
             continue
         common = dict(group=group, q=q, tier=plan.tier["dp"], algorithm=alg)
-        out.append(_exchange(plan, Axis.DP, Collective.ALL_REDUCE, label + "grads", False,
-                             S=psi * w.grads / units, calls=np.where(ddp, units, 0), **common))
-        out.append(_exchange(plan, Axis.DP, Collective.REDUCE_SCATTER, label + "grads", False,
-                             S=psi * w.grads / units, calls=rs_calls, **common))
-        out.append(_exchange(plan, Axis.DP, Collective.ALL_GATHER, label + "params", False,
-                             S=psi * w.params / units, calls=ag_calls, **common))
+        rs_calls = np.where(ddp, 0, units * np.where(per_microbatch, mbs, 1))
+        ag_calls = np.where(ddp, 0, units * np.where(plan.reshard, 2 * mbs, 1))
+        for coll, what, width, calls in (
+            (Collective.ALL_REDUCE, "grads", w.grads, np.where(ddp, units, 0)),
+            (Collective.REDUCE_SCATTER, "grads", w.grads, rs_calls),
+            (Collective.ALL_GATHER, "params", w.params, ag_calls),
+        ):
+            x = _exchange(plan, Axis.DP, coll, label + what, False, S=psi * width / units, calls=calls, **common)
+            out.append(replace(x, units=units))
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
     # each GPU routes its b*s/(c*t) tokens (SP shards them over TP) to k experts

@@ -35,6 +35,9 @@ class Layout(Frozen):
     """How the DP group shares model state: ddp, zero1, zero2, zero3, fsdp."""
     reshard_after_forward: bool = True
     """FSDP only: free gathered parameters after forward and gather them again in backward (ZeRO-3 always does)."""
+    dp_bucket_params: float | None = Field(None, gt=0)
+    """DDP and ZeRO-1: parameters per gradient bucket, one collective call each. Default Megatron-Core's
+    max(40 M, 1 M x DP ranks) when DP is overlapped, and one bucket for the whole buffer when it is not."""
     sequence_parallel: bool = True
     """Megatron sequence parallelism with TP (same bytes, reduce-scatter + all-gather)."""
     cp_kind: CPKind = CPKind.ALL_GATHER

@@ -66,6 +66,11 @@ class Plan:
     """Ranks that reduce the non-expert gradients together: dp * cp."""
     expert_dp_group: np.ndarray
     """Ranks that reduce one expert's gradients: tp * cp * dp / (ep * expert_tp)."""
+    dp_units: np.ndarray
+    """Calls one round of the non-expert gradients (and parameters) is split into: a bucket each
+    (DDP, ZeRO-1) or a layer each (FSDP unit; ZeRO-2 and -3)."""
+    expert_dp_units: np.ndarray
+    """The same for the routed experts' gradients."""
     model_flops_per_gpu: np.ndarray
     hardware_flops_per_gpu: np.ndarray
     # the machine, per GPU
@@ -199,6 +204,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         params_expert_per_gpu=params_expert_per_gpu,
         dp_group=dp_group,
         expert_dp_group=expert_dp_group,
+        dp_units=dp_units(scenario, dpk, L / pp, params_dense_per_gpu, dp_group),
+        expert_dp_units=dp_units(scenario, dpk, L / pp, params_expert_per_gpu, dp_group),
         model_flops_per_gpu=model_flops,
         hardware_flops_per_gpu=hw_flops,
         flops_rate=float(rate) if source == "stated" else rate,
@@ -215,6 +222,23 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         operators=ops,
         optimizer_s=opt_s,
     )
+
+
+MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK = 40e6, 1e6
+"""Megatron-Core's default gradient bucket: max(40 M, 1 M x DP ranks) parameters, "larger DP sizes need
+larger buckets to ensure collectives do not become latency-bound" (distributed_data_parallel_config.py)."""
+
+
+def dp_units(scenario: Scenario, dp_kind, layers_per_gpu, params, dp_group) -> np.ndarray:
+    """Collective calls per round of DP exchange of ``params``: Megatron-Core's buckets for DDP and
+    ZeRO-1 (one bucket when DP is not overlapped: it "disables bucketing"), one FSDP unit per layer
+    otherwise (ZeRO-2 and -3 reduce a layer as its backward ends)."""
+    layers = np.maximum(np.ceil(layers_per_gpu), 1)
+    bucket = scenario.layout.dp_bucket_params or np.maximum(MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK * dp_group)
+    overlapped = scenario.overlap.dp == "auto" or float(scenario.overlap.dp) > 0
+    buckets = np.maximum(np.ceil(params / bucket), 1) if overlapped else np.ones_like(layers)
+    whole = (dp_kind == DP_KIND_CODES["ddp"]) | (dp_kind == DP_KIND_CODES["zero1"])
+    return np.where(whole, buckets, layers) * np.ones_like(np.asarray(dp_group, dtype=float))
 
 
 OVERLAP_SM_SHARE = 0.189 / 1.189

@@ -138,9 +138,10 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     hidden_part = {Axis.TP: 0.0, Axis.CP: 0.0, Axis.EP: 0.0}
     dp = {"reduce": 0.0, "gather": 0.0}
     dp_rounds = {"reduce": 1, "gather": 1}
+    dp_edge = {"reduce": 0.0, "gather": 0.0}  # the time of the last bucket (first, for gathers) of a round
     pp_call, pp_exposed = 0.0, 0.0
     behind = 0.0  # DP and PP time the budget hides behind compute: its SM share is charged evenly below
-    units = max(int(math.ceil(float(plan.layers_per_gpu))), 1)
+    layers = max(int(math.ceil(float(plan.layers_per_gpu))), 1)
     for x, e in xs:
         if float(x.calls) <= 0:
             continue
@@ -155,8 +156,11 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
             pp_call, pp_exposed = float(x.call_s), e
         elif x.dim == Axis.DP:
             kind = "gather" if x.collective.value == "all-gather" else "reduce"
+            units = float(np.asarray(x.units))
+            rounds = max(int(round(float(x.calls) / units)), 1)
             dp[kind] += t
-            dp_rounds[kind] = max(dp_rounds[kind], int(round(float(x.calls) / units)))
+            dp_rounds[kind] = max(dp_rounds[kind], rounds)
+            dp_edge[kind] += t / rounds / min(units, layers)  # a bucket, at least a layer (budget/step.py)
     passes = m * v_run
     dp_setting = sc.overlap.dp
 
@@ -190,17 +194,30 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     dp_not_overlapped = dp_setting != "auto" and float(dp_setting) == 0
     pass_start = [-1] * p
     pass_gather = [-1] * p  # the last per-pass gather of each stage (resharded DP)
+    slots = v_run * layers_per_chunk  # a rank's layer tasks, in forward order
+
+    def buckets_of(kind: str) -> int:
+        """Buckets a round of ``kind`` runs in: as many as give the budget's edge bucket, at most a layer's."""
+        return int(min(max(round(dp[kind] / dp_edge[kind]), 1), slots)) if dp_edge[kind] > 0 else slots
+
+    def bucket(c: int, layer: int, n: int) -> int:
+        return (c * layers_per_chunk + layer) * n // slots
+
     for s in range(p):
         if dp["gather"] > 0 and dp_rounds["gather"] <= 1:
-            per_bucket = dp["gather"] / (v_run * layers_per_chunk)
+            n = buckets_of("gather")
+            per_bucket = dp["gather"] / n
             L = stage_link(s, "DP", True)
             prev: list[int] = []
+            issued: dict[int, int] = {}
             for c in range(v_run):
                 for layer in range(layers_per_chunk):
-                    # collectives on one communicator run in issue order (NCCL), so buckets queue
-                    prev = [b.add(transfer(f"DP all-gather s{s} c{c} l{layer}", per_bucket * capacity[L], [L], prev),
-                                  "dp", "gather", s)]
-                    gathers[(s, c, layer)] = prev[0]
+                    k = bucket(c, layer, n)
+                    if k not in issued:  # collectives on one communicator run in issue order (NCCL): they queue
+                        prev = [b.add(transfer(f"DP all-gather s{s} bucket {k}", per_bucket * capacity[L], [L], prev),
+                                      "dp", "gather", s)]
+                        issued[k] = prev[0]
+                    gathers[(s, c, layer)] = issued[k]
 
     # stage s's tasks, in schedule order; cross-stage dependencies need the sender to exist first,
     # so walk the stages' orders together, emitting a pass once what it receives has been emitted
@@ -293,23 +310,29 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     if any(pending[s] < len(stage_orders[s]) for s in range(p)):
         raise RuntimeError("pipeline schedule deadlocked while building the step graph")
 
-    # DP reduce-scatter / all-reduce buckets: one per layer after its last backward (or every backward)
+    # DP reduce-scatter / all-reduce buckets: each after the last backward of its layers (or, sharded,
+    # one per layer after every backward)
     finals = []
     for s in range(p):
         buckets = []
         if dp["reduce"] > 0:
             L = stage_link(s, "DP", True)
             rounds = m if dp_rounds["reduce"] > 1 else 1
-            per_bucket = dp["reduce"] / (rounds * v_run * layers_per_chunk)
-            launches = sorted((layer_tasks[("B", mb, c, layer, s)], mb, c, layer) for mb in range(m - rounds, m)
-                              for c in range(v_run) for layer in range(layers_per_chunk))  # in backward order
-            for after, mb, c, layer in launches:
+            n = slots if rounds > 1 else buckets_of("reduce")
+            per_bucket = dp["reduce"] / (rounds * n)
+            ready: dict[tuple[int, int], int] = {}  # (micro-batch, bucket) -> its last backward task
+            for mb in range(m - rounds, m):
+                for c in range(v_run):
+                    for layer in range(layers_per_chunk):
+                        key = (mb, bucket(c, layer, n))
+                        ready[key] = max(ready.get(key, -1), layer_tasks[("B", mb, c, layer, s)])
+            for after, (mb, k) in sorted((t, key) for key, t in ready.items()):  # in backward order
                 if dp_not_overlapped:
                     after = last_compute[s]  # not overlapped: after the stage's backward ends
                 deps = [after] + buckets[-1:]  # one communicator: buckets queue in issue order (NCCL)
                 # due by the stage's last backward, unless that launches it: then nothing is left to hide behind
                 due = -1 if after == last_compute[s] else last_compute[s]
-                buckets.append(b.add(transfer(f"DP reduce s{s} m{mb} c{c} l{layer}", per_bucket * capacity[L], [L],
+                buckets.append(b.add(transfer(f"DP reduce s{s} m{mb} bucket {k}", per_bucket * capacity[L], [L],
                                               deps), "dp", "reduce", s, deadline=due))
         opt = b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]), "compute",
                     "optimizer", s)
