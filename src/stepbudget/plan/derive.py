@@ -12,7 +12,7 @@ from typing import Mapping
 import numpy as np
 
 from stepbudget.budget.collectives import ALGORITHM_CODES
-from stepbudget.budget.pipeline import DUALPIPE_CODE, SCHEDULE_CODES
+from stepbudget.budget.pipeline import DUALPIPE_CODE, SCHEDULE_CODES, parameter_copies
 from stepbudget.enums import Axis, CPKind, EPKind, RateScope
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
@@ -204,8 +204,9 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         params_expert_per_gpu=params_expert_per_gpu,
         dp_group=dp_group,
         expert_dp_group=expert_dp_group,
-        dp_units=dp_units(scenario, dpk, L / pp, params_dense_per_gpu, dp_group),
-        expert_dp_units=dp_units(scenario, dpk, L / pp, params_expert_per_gpu, dp_group),
+        # DualPipe ranks hold two stages' parameters in their buffers (budget/traffic.py)
+        dp_units=dp_units(scenario, dpk, L / pp, params_dense_per_gpu * parameter_copies(sched), dp_group),
+        expert_dp_units=dp_units(scenario, dpk, L / pp, params_expert_per_gpu * parameter_copies(sched), dp_group),
         model_flops_per_gpu=model_flops,
         hardware_flops_per_gpu=hw_flops,
         flops_rate=float(rate) if source == "stated" else rate,
