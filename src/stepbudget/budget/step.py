@@ -9,7 +9,8 @@ exceeds compute_s. "auto" fractions (formulas.md 6.3-6.4, MegaScale 3.2): TP, CP
 and EP sit on the critical path (phi = 0); PP hides all but the pipeline fill and drain
 (2 (p - 1) v transfers); DP hides behind one micro-batch pass per round of buckets (spread over
 the warm-up or cool-down when interleaved), and one bucket's (at least one layer's) gather and
-reduce at the edges stay exposed. sim/program.py runs the same step task by task and agrees within 1 % without contention.
+reduce at the edges stay exposed. sim/program.py runs the same step task by task and agrees
+within 1 % without contention.
 """
 
 from __future__ import annotations
