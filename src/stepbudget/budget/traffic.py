@@ -123,9 +123,10 @@ def exchanges(plan: Plan) -> list[Exchange]:
 
     # DP: gradients reduced, parameters gathered, per formulas.md 3.4; one call per bucket (DDP,
     # ZeRO-1) or FSDP unit (plan.dp_units). Sharded gradients (ZeRO-2, ZeRO-3, FSDP with reshard)
-    # cannot wait for the end of the step, so they reduce-scatter after every micro-batch; resharded parameters are gathered again
-    # for every micro-batch's forward and backward. DDP, ZeRO-1 and FSDP without reshard (Llama 3)
-    # keep whole gradients (and parameters) through the step and exchange once per step.
+    # cannot wait for the end of the step, so they reduce-scatter after every micro-batch; resharded
+    # parameters are gathered again for every micro-batch's forward and backward. DDP, ZeRO-1 and
+    # FSDP without reshard (Llama 3) keep whole gradients (and parameters) through the step and
+    # exchange once per step.
     alg = plan.dp_algorithm
     ddp = plan.dp_kind == DDP
     per_microbatch = grads_sharded(plan.dp_kind, plan.reshard)
