@@ -41,6 +41,9 @@ def test_the_shipped_file_is_the_shared_one():
     ("layout.tp", 2.5, "layout.tp"),
     ("hardware", None, "hardware.gpu"),
     ("measured", None, "measured"),
+    ("measured.step_time_s", float("inf"), "measured.step_time_s"),
+    ("measured.mfu_pct", float("nan"), "measured.mfu_pct"),
+    ("source", "MegaScale", "source"),
 ])
 def test_loader_rejects_a_malformed_run_naming_its_id_and_field(tmp_path, field, value, fragment):
     run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
@@ -51,6 +54,17 @@ def test_loader_rejects_a_malformed_run_naming_its_id_and_field(tmp_path, field,
         run[section] = value
     with pytest.raises(RunError, match=f"run megascale_table2_175B_megascale_256gpu: {fragment}"):
         load_runs(_write(tmp_path, [run]))
+
+
+def test_a_run_without_a_source_or_with_a_meaningless_sm_count_is_still_predicted(tmp_path):
+    run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
+    run["source"] = None  # grouped by its id
+    run["layout"]["comm"] = "0 of 0 SMs"  # not a share: the default SM share stands
+    rows, summaries = validate(_write(tmp_path, [run]))
+    assert rows[0].error is not None and summaries[0].source == "MegaScale"
+    run["model"]["seq_len"] = 10**20  # past any job: not predicted, the field named
+    rows, _ = validate(_write(tmp_path, [run]))
+    assert rows[0].error is None and "model.seq_len" in rows[0].case.reason
 
 
 def test_loader_rejects_files_that_are_not_runs(tmp_path):

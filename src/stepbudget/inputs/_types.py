@@ -17,8 +17,11 @@ Bytes = Annotated[float, _quantity("bytes"), Field(gt=0)]
 Rate = Annotated[float, _quantity("rate"), Field(gt=0)]
 Flops = Annotated[float, _quantity("flops"), Field(gt=0)]
 Seconds = Annotated[float, _quantity("time"), Field(ge=0)]
-Count = Annotated[int, BeforeValidator(lambda v: int(parse(v, "count")) if isinstance(v, str) else v), Field(gt=0)]
-Degree = Annotated[int, Field(ge=1)]
+MAX_COUNT = 2**40
+"""Largest count or degree read (about 1.1e12): far past any job, and its products stay exact in int64."""
+Count = Annotated[int, BeforeValidator(lambda v: int(parse(v, "count")) if isinstance(v, str) else v),
+                  Field(gt=0, le=MAX_COUNT)]
+Degree = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 
 _ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
@@ -38,4 +41,4 @@ ElementBytes = Annotated[float, BeforeValidator(_element_bytes), Field(gt=0, le=
 class Frozen(BaseModel):
     """Base for every input section: unknown fields are errors, values never change after load."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)

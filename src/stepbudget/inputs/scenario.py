@@ -138,6 +138,8 @@ def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
+        if k == "gpu" and isinstance(v, dict) and isinstance(out.get(k), str) and out[k] in (named := gpu_presets()):
+            out[k] = copy.deepcopy(named[out[k]])  # a file that changes some figures of its base's named GPU
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 

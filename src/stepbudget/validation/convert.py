@@ -166,7 +166,7 @@ def to_case(run: dict) -> Case:
     data = copy.deepcopy(raw_scenario(preset)) if preset else {}
     if preset:
         notes.append(f"unstated fields from preset {preset}")
-    data.update(name=rid, description=str(m.get("name", "")), source=str(run.get("source", {}).get("document", "")))
+    data.update(name=rid, description=str(m.get("name", "")), source=str((run.get("source") or {}).get("document", "")))
 
     # model
     model = data.setdefault("model", {})
@@ -326,7 +326,7 @@ def to_case(run: dict) -> Case:
         cl["gpu"] = spec
         notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")
     sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
-    if sms:
+    if sms and 0 < int(sms.group(1)) <= int(sms.group(2)):  # else not a share: the default stands
         ov["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
     convention = MFU_CONVENTION.get(source, "causal")
     data["flops"] = {"convention": convention}

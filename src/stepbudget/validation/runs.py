@@ -8,6 +8,7 @@ read raises ``RunError`` naming the run's id and the field.
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -137,6 +138,7 @@ def _number(rid: str, field: str, value: object, integer: bool) -> None:
         return
     kind = int if integer else (int, float)
     zero_ok = field.rsplit(".", 1)[-1] in _MAY_BE_ZERO
-    if isinstance(value, bool) or not isinstance(value, kind) or not (value >= 0 if zero_ok else value > 0):
+    if (isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value)
+            or not (value >= 0 if zero_ok else value > 0)):
         what = ("a non-negative" if zero_ok else "a positive") + (" integer" if integer else " number")
         raise RunError(f"run {rid}: {field}: {value!r} is not {what}; give the number (units in the schema) or null")
