@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -370,6 +371,10 @@ def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None
     folder = Path(path).resolve().parent
     if not folder.is_dir():
         fail(f"{option}: folder {str(folder)!r} does not exist; create it or choose another path")
+    if Path(path).is_dir():
+        fail(f"{option}: {path!r} is a folder; give a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        fail(f"{option}: cannot write in {str(folder)!r}; choose a writable folder")
 
 
 @contextmanager

@@ -334,6 +334,9 @@ def wire_view(
 
 # --- one NIC of a budgeted job ---------------------------------------------------------------
 
+MAX_POINTS = 1_000_000
+"""Most steps, or counter readings, one NIC's series is drawn over (a bound on memory: 16 MB an array)."""
+
 QPS_RING = 4
 """Queue pairs per GPU of a ring collective (Meta RoCE paper Table 2: about 4 for all-reduce on 128 GPUs)."""
 QPS_ALL_TO_ALL = 15
@@ -375,8 +378,16 @@ def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
     step = float(budget.step_s)
     view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
                      switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
-    t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
+    _require(steps <= MAX_POINTS, "steps", steps, f"more than {MAX_POINTS:,} steps to draw; show fewer (--steps)")
     span = max(window_s, step * steps)
+    _require(span / step <= MAX_POINTS, "window_s", window_s,
+             f"spans {span / step:.3g} steps of {step:.3g} s (more than {MAX_POINTS:,}); poll more often (--window), "
+             "or check the scenario's rates and their units")
+    _require(span / window_s <= MAX_POINTS, "window_s", window_s,
+             f"gives {span / window_s:.3g} counter readings over {steps} steps of {step:.3g} s (more than "
+             f"{MAX_POINTS:,}); poll less often (--window), show fewer steps (--steps), or check the scenario's "
+             "rates and their units")
+    t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
     long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window
     tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)
     poll, reading = counter_reading(tl, rl, window_s)

@@ -113,7 +113,9 @@ def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0
         start = now
         now += dt
         left[alive] -= r * dt
-        done = left[alive] <= 1e-9 * size[alive]  # flows ending within rounding of this event
+        # the flows this event is due to end, and those ending within rounding of it (sizes near the
+        # smallest float never round to exactly zero left)
+        done = (due <= dt) | (left[alive] <= 1e-9 * size[alive])
         if group_rtol > 0 and alive.size > _GROUP_MIN_FLOWS:  # and those due within group_rtol of the elapsed time
             done |= due <= dt + group_rtol * now
         finish[alive[done]] = start + due[done]  # each at its own due time at the current rates

@@ -13,10 +13,12 @@ def _quantity(kind: str):
     return BeforeValidator(lambda v: parse(v, kind) if isinstance(v, (str, int, float)) else v)
 
 
-Bytes = Annotated[float, _quantity("bytes"), Field(gt=0)]
-Rate = Annotated[float, _quantity("rate"), Field(gt=0)]
-Flops = Annotated[float, _quantity("flops"), Field(gt=0)]
-Seconds = Annotated[float, _quantity("time"), Field(ge=0)]
+# bounds far outside any machine, so that a typo (a rate without its unit) is refused by name
+# instead of overflowing downstream arithmetic
+Bytes = Annotated[float, _quantity("bytes"), Field(ge=1, le=1e21)]
+Rate = Annotated[float, _quantity("rate"), Field(ge=1, le=1e18)]
+Flops = Annotated[float, _quantity("flops"), Field(ge=1e6, le=1e21)]
+Seconds = Annotated[float, _quantity("time"), Field(ge=0, le=1e7)]
 MAX_COUNT = 2**40
 """Largest count or degree read (about 1.1e12): far past any job, and its products stay exact in int64."""
 Count = Annotated[int, BeforeValidator(lambda v: int(parse(v, "count")) if isinstance(v, str) else v),
@@ -35,7 +37,7 @@ def _element_bytes(v: object) -> object:
     return v
 
 
-ElementBytes = Annotated[float, BeforeValidator(_element_bytes), Field(gt=0, le=8)]
+ElementBytes = Annotated[float, BeforeValidator(_element_bytes), Field(ge=0.125, le=8)]  # one bit to fp64
 
 
 class Frozen(BaseModel):

@@ -18,6 +18,7 @@ two up to ``MAX_MICRO_BATCH``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -47,7 +48,9 @@ _DDP, _FSDP = DP_KIND_CODES[DataParallel.DDP], DP_KIND_CODES[DataParallel.FSDP]
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Every divisor of ``n``, ascending: pairs (d, n/d) found up to sqrt(n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _powers_of_two(limit: int) -> list[int]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.plan.derive import CP_KIND_CODES
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
@@ -56,15 +57,25 @@ class ParquetSink:
             else:
                 arrays[name] = pa.array(values)
         table = pa.table(arrays)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.tmp, table.schema, compression="zstd")
-        self._writer.write_table(table)
+        try:
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self.tmp, table.schema, compression="zstd")
+            self._writer.write_table(table)
+        except OSError as e:
+            raise self._cannot(e) from None
         self.rows += table.num_rows
 
+    def _cannot(self, e: OSError) -> ScenarioError:
+        self.tmp.unlink(missing_ok=True)
+        return ScenarioError(f"--out: cannot write {str(self.path)!r} ({e.strerror or e}); choose a writable path")
+
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        if exc_type is None and self._writer is not None:
-            os.replace(self.tmp, self.path)
-        else:
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            if exc_type is None and self._writer is not None:
+                os.replace(self.tmp, self.path)
+        except OSError as e:
+            raise self._cannot(e) from None
+        finally:
             self.tmp.unlink(missing_ok=True)

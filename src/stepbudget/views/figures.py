@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.scaling import ScaleCurve
 
 FORMATS = (".html", ".png", ".svg")
@@ -20,11 +21,15 @@ _TIMES = (("compute_s", "compute"), ("bubble_s", "bubble"), ("dp_s", "DP exchang
 _SHARES = (("comm_share", "communication share"), ("exposed_share", "exposed share"), ("mfu", "MFU"))
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+def _atomic(path: Path, write: Callable[[Path], None], option: str = "--plot") -> None:
+    """Write ``path`` through a temporary file beside it, so a failure never leaves half a file;
+    a path that cannot be written is a one-line input error naming ``option``."""
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}{path.suffix}")
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        raise ScenarioError(f"{option}: cannot write {str(path)!r} ({e.strerror or e}); choose a writable path") from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -89,7 +89,7 @@ def links_table(r: StepResult) -> Table:
 def write_trace(r: StepResult, path: str | os.PathLike) -> None:
     """Chrome / Perfetto trace of the step: one track per stage's compute stream and per link."""
     events = trace_events(r.timeline, stream_names=r.program.stream_names, link_names=r.program.link_names)
-    _atomic(Path(path), lambda tmp: tmp.write_text(json.dumps(events)))
+    _atomic(Path(path), lambda tmp: tmp.write_text(json.dumps(events)), option="--trace")
 
 
 def step_figure(r: StepResult, path: str | os.PathLike) -> None:
