@@ -167,7 +167,7 @@ def scale(
     if plot is not None:
         from stepbudget.views.figures import scale_figure
 
-        scale_figure(curve, plot)
+        _save(scale_figure, curve, plot)
     _emit(as_json, lambda: scale_dict(curve), lambda: [scale_table(curve)], [plot])
 
 
@@ -227,7 +227,7 @@ def validate(
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
-        figure_5_5(rows, plot)
+        _save(figure_5_5, rows, plot)
     skipped = skipped_lines(rows)
     _emit(as_json, lambda: validation_dict(rows, summaries), lambda: [
         runs_table(rows), summary_table(summaries),
@@ -248,7 +248,7 @@ def simulate(
     no_contention: Annotated[bool, typer.Option("--no-contention", help="Give each dimension its own link.")] = False,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write a Chrome/Perfetto trace to FILE.json.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write the step's timeline to FILE.png, .svg or .html.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for jitter.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed for jitter.")] = 0,
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
@@ -282,9 +282,9 @@ def simulate(
         mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate)
         tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
     if trace is not None:
-        write_trace(result, trace)
+        _save(write_trace, result, trace)
     if plot is not None:
-        step_figure(result, plot)
+        _save(step_figure, result, plot)
     _emit(as_json, lambda: simulate_dict(result, mc, tails), lambda: [
         simulate_table(result), *([misses_table(result)] if result.deadline_misses else []), links_table(result),
         *([tails_table(tails, steps)] if mc is not None else [])], [trace, plot])
@@ -319,7 +319,7 @@ def wire(
     except ValueError as e:
         fail(f"wire: {str(e).splitlines()[0]}")
     if plot is not None:
-        wire_figure(w, plot)
+        _save(wire_figure, w, plot)
     _emit(as_json, lambda: wire_dict(w), lambda: [wire_table(w)], [plot])
 
 
@@ -331,7 +331,7 @@ def moe(
     servers: Annotated[Optional[int], typer.Option("--servers", help="Servers in the EP group (default: from the layout).")] = None,
     gpus_per_server: Annotated[Optional[int], typer.Option("--gpus-per-server", help="GPUs per server in the EP group.")] = None,
     matrix: Annotated[Optional[str], typer.Option("--matrix", help="A measured matrix in bytes: FILE.csv or FILE.npy.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for routing.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed for routing.")] = 0,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Heat map of the matrix: FILE.png, .svg or .html.")] = None,
     as_json: AsJson = False,
 ) -> None:
@@ -350,7 +350,7 @@ def moe(
     except (ScenarioError, ValueError) as e:
         fail(str(e).splitlines()[0])
     if plot is not None:
-        heatmap(report, plot)
+        _save(heatmap, report, plot)
     _emit(as_json, lambda: moe_dict(report), lambda: [
         ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
         *(f"  {line}" for line in verdict(report))], [plot])
@@ -360,6 +360,14 @@ def _check_plot(path: str | None) -> None:
     from stepbudget.views.figures import FORMATS
 
     _check_out(path, FORMATS, "--plot")
+
+
+def _save(write: Callable[..., None], *args) -> None:
+    """Write a file the command was asked for; a path that cannot be written is one line, exit 2."""
+    try:
+        write(*args)
+    except ScenarioError as e:
+        fail(str(e))
 
 
 def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None:

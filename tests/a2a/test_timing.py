@@ -181,3 +181,9 @@ def test_unit_choice_trades_stages_for_rounding():
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_flows_near_the_smallest_float_still_finish():
+    # a size no subtraction rounds to zero left: the flow due at the event retires with it
+    finish = fluid_finish_times(np.array([1e-320, 1e9]), [[0], [0]], np.array([1e9]))
+    assert finish[0] >= 0 and finish[1] == pytest.approx(1.0)

@@ -124,3 +124,40 @@ def test_a_file_changes_one_figure_of_its_bases_named_gpu(tmp_path):
     f.write_text("base: deepseek-v3\ncluster:\n  gpu:\n    hbm_bytes: 40GB\n")
     gpu, named = sb.load(str(f)).cluster.gpu, sb.load("deepseek-v3").cluster.gpu
     assert gpu.hbm_bytes == 40e9 and gpu.peak_bf16_flops == named.peak_bf16_flops and gpu.name == named.name
+
+
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path):
+    folder = tmp_path / "plot.svg"
+    folder.mkdir()
+    assert "--plot" in fails("wire", "llama3-405b", "--plot", str(folder))
+    assert "--out" in fails("search", "megascale-175b", "--gpus", "1024", "--top", "1",
+                            "--out", str(tmp_path / "missing" / "x.parquet"))
+    # /proc takes no new files, whoever runs the test: the write itself fails, and says so
+    assert "cannot write" in fails("scale", "llama3-405b", "--gpus", "16384", "--plot", "/proc/stepbudget.svg")
+    assert list(tmp_path.iterdir()) == [folder] and not any(folder.iterdir())  # nothing half-written left
+
+
+def test_wire_refuses_series_it_cannot_hold():
+    assert "--window" in fails("wire", "llama3-405b", "--window", "1ns")
+    assert "--steps" in fails("wire", "llama3-405b", "--steps", "10000000")
+    # a rate without its unit makes the step years long: refused, with the units named as a suspect
+    assert "units" in fails("wire", "llama3-405b", "--set", "cluster.achieved_flops=400e6")
+
+
+def test_deep_files_and_long_base_chains_are_one_line(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("model: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nested too deeply" in fails("budget", str(deep))
+    for i in range(40):
+        (tmp_path / f"b{i}.yaml").write_text(f"base: b{i + 1}.yaml\n")
+    (tmp_path / "b40.yaml").write_text("base: llama3-405b\n")
+    assert "base:" in fails("budget", str(tmp_path / "b0.yaml"))
+
+
+def test_a_base_file_is_found_beside_the_file_that_names_it(tmp_path, monkeypatch):
+    import stepbudget as sb
+    (tmp_path / "mine.yaml").write_text("base: llama3-405b\nlayout:\n  micro_batch: 1\n")
+    (tmp_path / "variant.yaml").write_text("base: mine.yaml\nbatch:\n  global_batch_tokens: null\n"
+                                           "  global_batch_seqs: 4096\n")
+    monkeypatch.chdir("/")
+    assert sb.load(str(tmp_path / "variant.yaml")).global_batch_seqs == 4096

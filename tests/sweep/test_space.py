@@ -130,3 +130,9 @@ def test_empty_space_names_the_batch():
     space = layout_space(sc, 7)
     assert space.size == 0 and space.empty_reason is not None
     assert space.empty_reason.startswith("batch") and "7" in space.empty_reason
+
+
+@given(n=st.integers(1, 20000))
+def test_divisors_are_every_divisor_in_order(n):
+    from stepbudget.sweep.space import _divisors
+    assert _divisors(n) == [d for d in range(1, n + 1) if n % d == 0]

@@ -10,7 +10,7 @@ import yaml
 from pydantic import Field, field_validator, model_validator
 
 from stepbudget.enums import RateScope
-from stepbudget.inputs._types import Bytes, Flops, Frozen, Rate, Seconds
+from stepbudget.inputs._types import MAX_COUNT, Bytes, Flops, Frozen, Rate, Seconds
 
 
 class Kernels(Frozen):
@@ -75,7 +75,7 @@ class Tier(Frozen):
     leaving the domain shares uplinks oversubscribed by ``oversubscription``."""
 
     name: str = "tier"
-    domain_gpus: int = Field(gt=0)
+    domain_gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs under one domain of this tier (Llama 3: a 3,072-GPU pod)."""
     oversubscription: float = Field(1.0, ge=1.0)
     """Downlink to uplink ratio at this tier's boundary (Llama 3 aggregation: 7)."""
@@ -86,7 +86,7 @@ class Cluster(Frozen):
 
     name: str = "cluster"
     source: str = ""
-    gpus: int = Field(gt=0)
+    gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs in the job."""
     gpu: GPU
     achieved_flops: Flops | None = None
@@ -96,11 +96,11 @@ class Cluster(Frozen):
     rate_scope: RateScope = RateScope.KERNEL
     """kernel: the bubble and exposed exchanges are added on top of the rate; step: the
     rate is a measured whole-step average that already contains them (except DP at the edges)."""
-    gpus_per_node: int = Field(8, gt=0)
+    gpus_per_node: int = Field(8, gt=0, le=MAX_COUNT)
     """Scale-up domain size g (NVLink domain: 8 for HGX, 72 for NVL72)."""
     nvlink_Bps: Rate
     """Scale-up bandwidth per GPU per direction, bytes/s (H100: 450 GB/s)."""
-    nics_per_node: int = Field(8, gt=0)
+    nics_per_node: int = Field(8, gt=0, le=MAX_COUNT)
     """Scale-out NICs per node."""
     nic_Bps: Rate
     """Line rate of one NIC per direction, bytes/s (400 Gb/s = 50 GB/s)."""

@@ -5,40 +5,40 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from stepbudget.enums import Activation
-from stepbudget.inputs._types import Count, Frozen
+from stepbudget.inputs._types import MAX_COUNT, Count, Frozen
 
 
 class MLA(Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank Q and KV projections."""
 
-    q_lora_rank: int = Field(0, ge=0)
+    q_lora_rank: int = Field(0, ge=0, le=MAX_COUNT)
     """Rank of the query compression; 0 means a full-rank query projection."""
-    kv_lora_rank: int = Field(gt=0)
+    kv_lora_rank: int = Field(gt=0, le=MAX_COUNT)
     """Rank of the joint key/value compression (512 in DeepSeek-V3)."""
-    qk_nope_head_dim: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0, le=MAX_COUNT)
     """Per-head query/key width without rotary position (128 in DeepSeek-V3)."""
-    qk_rope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0, le=MAX_COUNT)
     """Per-head decoupled rotary width (64 in DeepSeek-V3)."""
-    v_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0, le=MAX_COUNT)
     """Per-head value width (128 in DeepSeek-V3)."""
 
 
 class MoE(Frozen):
     """Mixture-of-experts feed-forward layers."""
 
-    num_experts: int = Field(gt=0)
+    num_experts: int = Field(gt=0, le=MAX_COUNT)
     """Routed experts per MoE layer."""
-    top_k: int = Field(gt=0)
+    top_k: int = Field(gt=0, le=MAX_COUNT)
     """Routed experts each token activates."""
-    expert_ffn_size: int = Field(gt=0)
+    expert_ffn_size: int = Field(gt=0, le=MAX_COUNT)
     """Intermediate width of one routed expert."""
-    shared_experts: int = Field(0, ge=0)
+    shared_experts: int = Field(0, ge=0, le=MAX_COUNT)
     """Always-active shared experts per MoE layer (1 in DeepSeek-V3)."""
-    shared_ffn_size: int | None = Field(None, gt=0)
+    shared_ffn_size: int | None = Field(None, gt=0, le=MAX_COUNT)
     """Intermediate width of one shared expert; defaults to expert_ffn_size."""
-    first_dense_layers: int = Field(0, ge=0)
+    first_dense_layers: int = Field(0, ge=0, le=MAX_COUNT)
     """Leading layers that keep a dense FFN (3 in DeepSeek-V3)."""
-    node_limit: int | None = Field(None, gt=0)
+    node_limit: int | None = Field(None, gt=0, le=MAX_COUNT)
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
     popularity_skew: float = Field(0.0, ge=0)
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
@@ -66,21 +66,21 @@ class Model(Frozen):
     name: str = "model"
     source: str = ""
     """Where these shapes come from (paper, config file)."""
-    num_layers: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=MAX_COUNT)
     """Transformer layers L."""
-    hidden_size: int = Field(gt=0)
+    hidden_size: int = Field(gt=0, le=MAX_COUNT)
     """Model width h."""
-    num_heads: int = Field(gt=0)
+    num_heads: int = Field(gt=0, le=MAX_COUNT)
     """Query heads a."""
-    num_kv_heads: int | None = Field(None, gt=0)
+    num_kv_heads: int | None = Field(None, gt=0, le=MAX_COUNT)
     """Key/value heads (GQA); defaults to num_heads (MHA)."""
-    head_dim: int | None = Field(None, gt=0)
+    head_dim: int | None = Field(None, gt=0, le=MAX_COUNT)
     """Width of one head; defaults to hidden_size / num_heads."""
-    ffn_size: int = Field(gt=0)
+    ffn_size: int = Field(gt=0, le=MAX_COUNT)
     """Dense MLP intermediate width d_ff (for MoE models: the dense layers' width)."""
     activation: Activation = Activation.SWIGLU
     """swiglu (three h x d_ff matrices) or gelu (two)."""
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0, le=MAX_COUNT)
     """Vocabulary V (padded size if the model pads it)."""
     seq_len: Count
     """Training sequence length s in tokens."""
@@ -93,7 +93,7 @@ class Model(Frozen):
     """Attention and MLP read the same normalized input and add into one residual (GPT-J; PaLM 2;
     MegaScale 3.1): one norm, one TP collective pair per layer, and QKV fused with MLP-up and the
     attention output with MLP-down into two GEMMs. Dense MLP and standard attention only."""
-    mtp_layers: int = Field(0, ge=0)
+    mtp_layers: int = Field(0, ge=0, le=MAX_COUNT)
     """Multi-token-prediction modules (DeepSeek-V3: 1): each adds one layer and one LM head
     to the FLOPs and one pipeline slot; their parameters are not counted (as in the 671B figure)."""
     mla: MLA | None = None

@@ -130,6 +130,8 @@ def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
         first = str(e).strip().splitlines()[0]
         raise ScenarioError(f"{where}: not valid {'TOML' if suffix == '.toml' else 'YAML'} ({first}); fix the syntax") from None
+    except RecursionError:
+        raise ScenarioError(f"{where}: nested too deeply to read; a scenario is a few levels of sections") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
     return data
@@ -144,10 +146,17 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+MAX_BASE_DEPTH = 32
+"""Longest chain of scenario files each naming the next as its base."""
+
+
 def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """The unvalidated mapping for a preset name or a YAML/TOML path, with ``base:`` resolved."""
     if ref in _seen:
         raise ScenarioError(f"base: presets refer to each other in a loop ({' -> '.join(_seen + (ref,))})")
+    if len(_seen) >= MAX_BASE_DEPTH:
+        raise ScenarioError(f"base: more than {MAX_BASE_DEPTH} files each based on the next ({_seen[0]} -> ...); "
+                            "merge some of them")
     path = Path(ref)
     if path.suffix in (".yaml", ".yml", ".toml"):
         if not path.is_file():
@@ -164,7 +173,11 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         data = _read_text(preset.read_text(encoding="utf-8"), ".yaml", ref)
     base = data.pop("base", None)
     if base is not None:
-        data = _deep_merge(raw_scenario(str(base), _seen + (ref,)), data)
+        base = str(base)
+        beside = path.parent / base  # a base file is found beside the file that names it, as an include is
+        if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and beside.is_file():
+            base = str(beside)
+        data = _deep_merge(raw_scenario(base, _seen + (ref,)), data)
     return data
 
 

@@ -73,6 +73,8 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise RunError(f"--runs: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
+    except RecursionError:
+        raise RunError(f"--runs: {where} is nested too deeply to read; use the schema of the shipped {SHIPPED}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise RunError(f"--runs: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
     runs = data["runs"]
@@ -93,7 +95,8 @@ def check_run(run: object, index: int) -> None:
         raise RunError(f"runs[{index}]: expected a mapping with id, model, hardware, num_gpus, layout, measured")
     rid = run.get("id")
     if not isinstance(rid, str) or not rid:
-        raise RunError(f"runs[{index}]: id: missing; give every run a unique string id")
+        got = "missing" if rid is None or rid == "" else f"{rid!r} is not text"
+        raise RunError(f"runs[{index}]: id: {got}; give every run a unique string id")
     gpus = run.get("num_gpus")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
         raise RunError(f"run {rid}: num_gpus: {gpus!r} is not a positive integer; give the GPU count")
