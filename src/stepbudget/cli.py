@@ -31,6 +31,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object inst
 ScenarioArg = Annotated[str, typer.Argument(help="Preset name or path to a YAML/TOML scenario.")]
 
 
+MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
+"""Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
+
+
 def fail(message: str) -> None:
     print(f"stepbudget: error: {message}", file=sys.stderr)
     raise typer.Exit(2)
@@ -126,8 +130,8 @@ def search(
     sc = _load(scenario, sets)
     if gpus is not None and gpus < 1:
         fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
-    if top < 1:
-        fail(f"--top: {top} layouts cannot be printed; give 1 or more")
+    if not 1 <= top <= MAX_TOP:
+        fail(f"--top: {top} layouts cannot be printed; give 1 to {MAX_TOP:,} (--out writes them all)")
     _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
@@ -264,8 +268,8 @@ def simulate(
             fail(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
     if not 0 < link_rate <= 100:
         fail(f"--link-rate: {link_rate} must be > 0 (0.5 = half rate)")
-    if steps < 1 or replicas < 0:
-        fail("--steps must be >= 1 and --replicas >= 0")
+    if not 1 <= steps <= MAX_STEPS or not 0 <= replicas <= MAX_REPLICAS:
+        fail(f"--steps must be in [1, {MAX_STEPS:,}] and --replicas in [0, {MAX_REPLICAS:,}]")
     p_str, _, slow_str = straggler.partition("x")
     try:
         p_strag, slowdown = float(p_str), float(slow_str or 1.5)
@@ -344,6 +348,8 @@ def moe(
     for name, value in (("--servers", servers), ("--gpus-per-server", gpus_per_server)):
         if value is not None and value < 1:
             fail(f"{name}: {value} must be a positive integer")
+    if servers is not None and gpus_per_server is not None and servers * gpus_per_server < 2:
+        fail("--servers x --gpus-per-server: an all-to-all needs at least 2 GPUs; give more")
     try:
         report = moe_report(sc, parse_skew(skew), servers, gpus_per_server,
                             load_matrix(matrix) if matrix else None, seed)

@@ -376,6 +376,9 @@ def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
     cl = sc.cluster
     per_nic = float(budget.link_bytes()["nic"]) * cl.gpus_per_node / cl.nics_per_node  # the NIC carries its GPUs' share
     step = float(budget.step_s)
+    _require(per_nic <= cl.nic_Bps * step * (1 + 1e-9), "cluster.nic_Bps", cl.nic_Bps,
+             f"one NIC's {per_nic:.3g} bytes a step take longer than the {step:.3g} s step at this rate; "
+             "check the rate and its unit (e.g. 400Gb/s)")
     view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
                      switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
     _require(steps <= MAX_POINTS, "steps", steps, f"more than {MAX_POINTS:,} steps to draw; show fewer (--steps)")

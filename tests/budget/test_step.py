@@ -220,3 +220,11 @@ def test_deepep_sends_one_nic_copy_per_node_and_forwards_the_rest_on_nvlink():
         N = float(x.group / b.plan.q["ep"])  # nodes the EP group spans
         ratio = float(remote_nodes_per_token(m.num_experts, m.top_k, N)) / (m.top_k * (N - 1) / N)
         assert float(y.nic_bytes) == pytest.approx(float(x.nic_bytes) * ratio)
+
+
+def test_every_dp_ring_the_readme_names_is_accepted():
+    # layout.dp_ring: in-network reduction (NVLS + SHARP) sends S/q per NIC, the ring 2(N-1)/N of that: never slower
+    t = {ring: rows(one("hpn-gpt3-175b", f"layout.dp_ring={ring}"), Axis.DP)[0] for ring in
+         ("hierarchical", "flat", "tree", "in-network")}
+    assert float(t["in-network"].nic_bytes) == pytest.approx(float(t["hierarchical"].nic_bytes) / 2, rel=0.01)
+    assert float(t["in-network"].time_s) <= float(t["hierarchical"].time_s)

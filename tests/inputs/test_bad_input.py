@@ -161,3 +161,16 @@ def test_a_base_file_is_found_beside_the_file_that_names_it(tmp_path, monkeypatc
                                            "  global_batch_seqs: 4096\n")
     monkeypatch.chdir("/")
     assert sb.load(str(tmp_path / "variant.yaml")).global_batch_seqs == 4096
+
+
+@pytest.mark.parametrize("args, words", [
+    (("moe", "--servers", "1", "--gpus-per-server", "1"), ["--servers", "--gpus-per-server"]),
+    (("moe", "--skew", "zipf:inf"), ["--skew", "finite"]),
+    (("moe", "--servers", "256", "--gpus-per-server", "1"), ["model.moe.node_limit"]),
+    (("wire", "--set", "cluster.nic_Bps=400"), ["cluster.nic_Bps", "unit"]),
+    (("search", "megascale-175b", "--gpus", "1024", "--top", "100000"), ["--top", "--out"]),
+    (("simulate", "hpn-gpt3-175b", "--steps", "3", "--replicas", "100000000"), ["--replicas"]),
+])
+def test_messages_name_the_option_or_field_to_change(args, words):
+    err = fails(*args)
+    assert all(w in err for w in words), err

@@ -320,8 +320,9 @@ def node_limited_traffic(
     per_server = np.bincount(e2s, minlength=S)
     if np.sort(per_server)[::-1][: min(Mn, S)].sum() < k:
         raise ValueError(
-            f"max_nodes={Mn} servers cannot hold top_k={k} experts "
-            f"({per_server.max()} per server at most); raise max_nodes"
+            f"a token's top_k={k} experts do not fit on the max_nodes={Mn} servers it may reach "
+            f"({per_server.max()} experts per server at most); raise the node limit (model.moe.node_limit) "
+            "or put more GPUs in each server"
         )
     gen = _rng(rng)
     pi = expert_popularity(E, k, skew, gen)

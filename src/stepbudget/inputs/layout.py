@@ -55,7 +55,7 @@ class Layout(Frozen):
     """Sequences per micro-batch (b)."""
     order: tuple[Axis, ...] = DEFAULT_ORDER
     """Rank order, innermost (fastest-varying) first. Default [tp, cp, pp, dp] (Llama 3)."""
-    dp_ring: Literal["hierarchical", "flat"] = "hierarchical"
+    dp_ring: Literal["hierarchical", "flat", "tree", "in-network"] = "hierarchical"
     """How a DP group that shares nodes runs its ring: hierarchical/multi-channel (NVLink inside
     the node, 1/g of the bytes on each NIC) or flat (every ring neighbour on another node: all
     bytes on the NIC, the chapter's pure-DP assumption)."""
