@@ -227,6 +227,8 @@ def validate(
         _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [*explain_lines(row), *budget_tables(b)])
         return
     try:
+        if runs and not all(r.strip() for r in runs):
+            fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
         rows, summaries = run_validate(runs or None)
     except ScenarioError as e:
         fail(str(e))
@@ -352,7 +354,7 @@ def moe(
         fail("--servers x --gpus-per-server: an all-to-all needs at least 2 GPUs; give more")
     try:
         report = moe_report(sc, parse_skew(skew), servers, gpus_per_server,
-                            load_matrix(matrix) if matrix else None, seed)
+                            load_matrix(matrix) if matrix is not None else None, seed)
     except (ScenarioError, ValueError) as e:
         fail(str(e).splitlines()[0])
     if plot is not None:
@@ -406,6 +408,10 @@ def _progress(show: bool):
 
 def run() -> None:
     """Entry point: turns any input error that escaped into one line and exit code 2."""
+    import signal
+
+    # a terminated run unwinds like an interrupted one, so its temporary files are removed
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         app()
     except (ScenarioError, UnitError) as e:
