@@ -41,7 +41,9 @@ def wire_table(w: Wire) -> Table:
     t.add_column(style="dim")
     t.add_row("bytes per step", fmt_bytes(d["bytes_per_nic"]), "what this NIC sends each step (budget)")
     t.add_row("burst at line rate", fmt_time(d["burst_s"]), f"at {fmt_rate(d['line_rate_Bps'])}, then idle")
-    t.add_row("step", fmt_time(d["step_s"]), f"duty cycle {d['duty_cycle']:.1%}; peak / average {d['peak_to_average']:.1f}")
+    idle = d["duty_cycle"] == 0  # no byte crosses this NIC: no bursts to compare
+    t.add_row("step", fmt_time(d["step_s"]), f"duty cycle {d['duty_cycle']:.1%}"
+              + ("; the NIC carries none of this job's traffic" if idle else f"; peak / average {d['peak_to_average']:.1f}"))
     t.add_row(f"{d['window_s']:g} s counter reads", fmt_rate(d["counter_Bps"]),
               f"duty x line rate (between {fmt_rate(d['counter_min_Bps'])} and {fmt_rate(d['counter_max_Bps'])} "
               "with the window's phase)")
@@ -49,8 +51,9 @@ def wire_table(w: Wire) -> Table:
               f"(k - 1) x burst x rate; the switch has {fmt_bytes(d['switch_buffer_bytes'])}: "
               + ("fits" if d["fits_in_buffer"] else f"does not fit (it absorbs {fmt_time(d['max_burst_s'])} of burst)"))
     t.add_row("flows per GPU", f"{d['flows_per_gpu']:g}", f"entropy {d['flow_entropy_bits']:.1f} bits (Meta: ~4 QPs per ring, ~15 per all-to-all)")
-    t.add_row("burstiness (CV)", f"{d['cv_synchronized']:.2f}",
-              f"flows in lockstep; {d['cv_if_independent']:.2f} if independent, {d['cv_1000_web_flows']:.3f} for 1,000 web-like flows")
+    if not idle:
+        t.add_row("burstiness (CV)", f"{d['cv_synchronized']:.2f}", f"flows in lockstep; {d['cv_if_independent']:.2f} "
+                  f"if independent, {d['cv_1000_web_flows']:.3f} for 1,000 web-like flows")
     return t
 
 
