@@ -403,3 +403,15 @@ def test_explain_prints_one_runs_budget_and_what_was_assumed(tmp_path):
     for bad in ("no_such_run", "megascale_moe_table5_ablation_352B_240gpu"):
         out = CliRunner().invoke(app, ["validate", "--explain", bad])
         assert out.exit_code == 2 and "--explain" in out.output and "Traceback" not in out.output
+
+
+def test_out_of_sample_bloom_keeps_deepspeeds_rank_order_and_embedding_slots():
+    rows, summaries = validate(str(EXAMPLES / "bloom_runs.yaml"))
+    assert len(rows) == 1 and rows[0].error is not None and summaries[0].source == "BLOOM"
+    sc = rows[0].case.scenario
+    # Megatron-DeepSpeed's topology puts TP fastest, then DP, then PP: PP crosses nodes, DP shares them
+    assert [a.value for a in sc.layout.order] == ["tp", "cp", "dp", "pp"]
+    assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
+    assert sc.pipeline_slots == 72  # 70 blocks and the two embeddings over 12 stages: 6 slots each
+    b = sb.estimate(sb.derive(sc))
+    assert float(next(x for x in b.exchanges if x.dim.value == "pp").nic_bytes) > 0
