@@ -81,3 +81,20 @@ def test_toml_scenario_with_base(tmp_path):
     r = invoke("budget", str(f), "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["layout"]["pp"] == 8
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["budget", "--jsn"], ["--jsn", "stepbudget budget --help"]),
+    (["wire", "--steps", "abc"], ["--steps"]),
+    (["nosuchcmd"], ["nosuchcmd", "stepbudget --help"]),
+    (["budget", "--set", "layout.dp=64"], ["layout.dp=128"]),
+])
+def test_the_entry_point_gives_usage_errors_one_line_too(argv, words):
+    import subprocess
+    import sys
+
+    code = f"import sys; from stepbudget.cli import run; sys.argv = ['stepbudget', *{argv!r}]; run()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("stepbudget: error:") and all(w in err for w in words), err

@@ -413,7 +413,20 @@ def run() -> None:
     # a terminated run unwinds like an interrupted one, so its temporary files are removed
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        app()
+        code = app(standalone_mode=False)
     except (ScenarioError, UnitError) as e:
         print(f"stepbudget: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except Exception as e:
+        # Click's usage errors (an unknown option, "--steps abc"): Typer vendors Click from 0.2x on,
+        # so the class is matched by name, not imported
+        names = {c.__name__ for c in type(e).__mro__}
+        if "Abort" in names:  # Ctrl-C outside a command's own handling
+            sys.exit(130)
+        if "UsageError" not in names:
+            raise
+        ctx = getattr(e, "ctx", None)
+        where = f"stepbudget {ctx.info_name} --help" if ctx is not None and ctx.parent is not None else "stepbudget --help"
+        print(f"stepbudget: error: {e.format_message()} (see {where})", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
