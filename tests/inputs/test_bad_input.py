@@ -40,6 +40,8 @@ CASES = [
     (("--set", "overlap.comm_sm_share=1.5"), ["overlap.comm_sm_share", "[0, 1)"]),
     (("--set", "overlap.tp=1.5"), ["overlap.tp", "[0, 1]"]),
     (("--set", "overlap.tp=fast"), ["overlap.tp", "a number or 'auto'", "'fast'"]),
+    (("--set", "layout.tp=true"), ["layout", "tp", "not a number"]),  # YAML's true is not 1
+    (("--set", "cluster.gpus_per_node=yes"), ["cluster", "gpus_per_node", "not a number"]),
 ]
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from stepbudget.units import parse
 
@@ -40,7 +40,27 @@ def _element_bytes(v: object) -> object:
 ElementBytes = Annotated[float, BeforeValidator(_element_bytes), Field(ge=0.125, le=8)]  # one bit to fp64
 
 
+def _takes_bool(annotation: object) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in get_args(annotation))
+
+
+def _takes_number(annotation: object) -> bool:
+    return annotation in (int, float) or any(_takes_number(a) for a in get_args(annotation))
+
+
 class Frozen(BaseModel):
     """Base for every input section: unknown fields are errors, values never change after load."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: object) -> object:
+        # YAML reads yes/no/true as booleans, which pydantic would take as 1 and 0
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name) if isinstance(name, str) else None
+                if (isinstance(value, bool) and field is not None and _takes_number(field.annotation)
+                        and not _takes_bool(field.annotation)):
+                    raise ValueError(f"{name}: {value!r} is not a number; give the number")
+        return data
