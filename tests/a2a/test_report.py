@@ -157,3 +157,13 @@ def test_report_and_budget_route_the_same_tokens(sets):
     dispatch = next(x for x in sb.estimate(plan).exchanges if x.dim == Axis.EP)
     h, k, w = sc.model.hidden_size, sc.model.moe.top_k, sc.precision.dispatch
     assert float(dispatch.message_bytes) == pytest.approx(report.tokens_per_gpu * k * h * w)
+
+
+def test_a_matrix_of_complex_or_text_values_is_refused(tmp_path):
+    from stepbudget.a2a.report import load_matrix
+    from stepbudget.inputs.scenario import ScenarioError
+
+    for name, values in (("c.npy", np.ones((4, 4)) * (1 + 1j)), ("s.npy", np.array([["a", "b"], ["c", "d"]]))):
+        np.save(tmp_path / name, values)
+        with pytest.raises(ScenarioError, match="--matrix: .*not real numbers"):
+            load_matrix(str(tmp_path / name))

@@ -137,7 +137,10 @@ def load_matrix(path: str) -> np.ndarray:
     """A measured matrix from CSV (comma- or whitespace-separated) or .npy, in bytes."""
     try:
         if path.endswith(".npy"):
-            return np.load(path, allow_pickle=False)
+            matrix = np.load(path, allow_pickle=False)
+            if not np.issubdtype(matrix.dtype, np.number) or np.iscomplexobj(matrix):
+                raise ValueError(f"its values are {matrix.dtype}, not real numbers of bytes")
+            return matrix
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         if not text.strip():
