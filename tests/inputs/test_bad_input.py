@@ -176,3 +176,13 @@ def test_a_base_file_is_found_beside_the_file_that_names_it(tmp_path, monkeypatc
 def test_messages_name_the_option_or_field_to_change(args, words):
     err = fails(*args)
     assert all(w in err for w in words), err
+
+
+def test_a_key_given_twice_is_an_error_not_a_silent_overwrite(tmp_path):
+    f = tmp_path / "dup.yaml"
+    f.write_text("base: llama3-405b\nlayout:\n  pp: 16\n  pp: 8\n")
+    err = fails("budget", str(f))
+    assert "'pp' given twice" in err
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("schema_version: 1\nruns:\n- id: a\n  id: b\n")
+    assert "given twice" in fails("validate", "--runs", str(runs))

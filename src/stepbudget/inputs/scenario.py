@@ -124,9 +124,32 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml"))
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error, not a silent overwrite."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice; keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(text: str):
+    """``yaml.safe_load`` with repeated keys refused (UniqueKeyLoader)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if suffix == ".toml" else read_yaml(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
         first = str(e).strip().splitlines()[0]
         raise ScenarioError(f"{where}: not valid {'TOML' if suffix == '.toml' else 'YAML'} ({first}); fix the syntax") from None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.scenario import ScenarioError, read_yaml
 
 SHIPPED = "published_runs.yaml"
 
@@ -70,7 +70,7 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
     except (OSError, UnicodeDecodeError) as e:
         raise RunError(f"--runs: cannot read {where!r} ({e.__class__.__name__}); give a readable YAML file") from None
     try:
-        data = yaml.safe_load(text)
+        data = read_yaml(text)
     except yaml.YAMLError as e:
         raise RunError(f"--runs: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
     except RecursionError:
