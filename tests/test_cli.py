@@ -1,6 +1,8 @@
 """The command line as a user meets it: exit codes, one-line errors, JSON keys."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -90,9 +92,6 @@ def test_toml_scenario_with_base(tmp_path):
     (["budget", "--set", "layout.dp=64"], ["layout.dp=128"]),
 ])
 def test_the_entry_point_gives_usage_errors_one_line_too(argv, words):
-    import subprocess
-    import sys
-
     code = f"import sys; from stepbudget.cli import run; sys.argv = ['stepbudget', *{argv!r}]; run()"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     err = r.stderr.strip()

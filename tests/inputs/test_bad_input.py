@@ -1,10 +1,12 @@
 """Each bad input: exit code 2, one line on stderr naming the field and the fix, no traceback."""
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import stepbudget as sb
 from stepbudget.cli import app
 
 runner = CliRunner()
@@ -107,7 +109,6 @@ def test_no_number_field_takes_infinity_or_nan(tmp_path_factory, key, value):
     for name in reversed(rest):
         nested = {name: nested}
     f = tmp_path_factory.mktemp("inf") / "s.yaml"
-    import yaml
     body = yaml.safe_dump({"base": "deepseek-v3", section: nested}).replace(f"'{value}'", value)
     f.write_text(body)
     err = fails("budget", str(f))
@@ -121,7 +122,6 @@ def test_counts_past_any_job_are_refused_by_name(tmp_path):
 
 
 def test_a_file_changes_one_figure_of_its_bases_named_gpu(tmp_path):
-    import stepbudget as sb
     f = tmp_path / "smaller.yaml"
     f.write_text("base: deepseek-v3\ncluster:\n  gpu:\n    hbm_bytes: 40GB\n")
     gpu, named = sb.load(str(f)).cluster.gpu, sb.load("deepseek-v3").cluster.gpu
@@ -157,7 +157,6 @@ def test_deep_files_and_long_base_chains_are_one_line(tmp_path):
 
 
 def test_a_base_file_is_found_beside_the_file_that_names_it(tmp_path, monkeypatch):
-    import stepbudget as sb
     (tmp_path / "mine.yaml").write_text("base: llama3-405b\nlayout:\n  micro_batch: 1\n")
     (tmp_path / "variant.yaml").write_text("base: mine.yaml\nbatch:\n  global_batch_tokens: null\n"
                                            "  global_batch_seqs: 4096\n")
