@@ -166,7 +166,7 @@ def test_a_base_file_is_found_beside_the_file_that_names_it(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("args, words", [
     (("moe", "--servers", "1", "--gpus-per-server", "1"), ["--servers", "--gpus-per-server"]),
-    (("moe", "--skew", "zipf:inf"), ["--skew", "finite"]),
+    (("moe", "--skew", "zipf:inf"), ["--skew", "[0, 16]"]),
     (("moe", "--servers", "256", "--gpus-per-server", "1"), ["model.moe.node_limit"]),
     (("wire", "--set", "cluster.nic_Bps=400"), ["cluster.nic_Bps", "unit"]),
     (("search", "megascale-175b", "--gpus", "1024", "--top", "100000"), ["--top", "--out"]),

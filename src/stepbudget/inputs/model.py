@@ -40,7 +40,7 @@ class MoE(Frozen):
     """Leading layers that keep a dense FFN (3 in DeepSeek-V3)."""
     node_limit: int | None = Field(None, gt=0, le=MAX_COUNT)
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
-    popularity_skew: float = Field(0.0, ge=0)
+    popularity_skew: float = Field(0.0, ge=0, le=16)  # 16: the top expert takes all it can, far past any router
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
     share of the all-to-all then sets its time and its expert GEMMs' (a2a/routing.py; FAST measured
     pairs at 12x the median)."""
