@@ -21,6 +21,13 @@ def fails(*args):
     return err
 
 
+def fails_on(tmp_path, text, command="budget"):
+    """``fails`` for a scenario file holding ``text``."""
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    return fails(command, str(f))
+
+
 CASES = [
     # (args, words the message must contain)
     (("--set", "layout.dp=64"), ["layout", "16384", "layout.dp=128"]),
@@ -80,15 +87,11 @@ def test_unknown_preset_and_missing_file():
 
 
 def test_malformed_yaml(tmp_path):
-    f = tmp_path / "bad.yaml"
-    f.write_text("model: [unclosed\n")
-    assert "not valid YAML" in fails("budget", str(f))
+    assert "not valid YAML" in fails_on(tmp_path, "model: [unclosed\n")
 
 
 def test_missing_section(tmp_path):
-    f = tmp_path / "partial.yaml"
-    f.write_text("model:\n  num_layers: 2\n")
-    assert "required" in fails("budget", str(f))
+    assert "required" in fails_on(tmp_path, "model:\n  num_layers: 2\n")
 
 
 @settings(max_examples=40, deadline=None)
@@ -101,24 +104,19 @@ def test_any_bad_value_is_one_line_exit_2(key, value):
 @settings(max_examples=30, deadline=None)
 @given(key=st.sampled_from(["model.moe.popularity_skew", "precision.optimizer_bytes", "cluster.nic_latency_s",
                             "cluster.gpu.hbm_Bps", "layout.dp_bucket_params", "overlap.dp", "cluster.nic_efficiency"]),
-       value=st.sampled_from([".inf", "-.inf", ".nan", "inf", "nan"]))
+       value=st.sampled_from([float("inf"), float("-inf"), float("nan"), "inf", "nan"]))
 def test_no_number_field_takes_infinity_or_nan(tmp_path_factory, key, value):
-    # written in a file, YAML reads .inf and .nan as floats: each is refused by name, not carried into the budget
+    # written in a file (YAML's .inf and .nan, or the words): each is refused by name, not carried into the budget
     section, *rest = key.split(".")
     nested = value
     for name in reversed(rest):
         nested = {name: nested}
-    f = tmp_path_factory.mktemp("inf") / "s.yaml"
-    body = yaml.safe_dump({"base": "deepseek-v3", section: nested}).replace(f"'{value}'", value)
-    f.write_text(body)
-    err = fails("budget", str(f))
+    err = fails_on(tmp_path_factory.mktemp("inf"), yaml.safe_dump({"base": "deepseek-v3", section: nested}))
     assert key.split(".")[-1] in err
 
 
 def test_counts_past_any_job_are_refused_by_name(tmp_path):
-    f = tmp_path / "huge.yaml"
-    f.write_text("base: llama3-405b\nmodel:\n  seq_len: 100000000000000000000\n")
-    assert "model.seq_len" in fails("budget", str(f))
+    assert "model.seq_len" in fails_on(tmp_path, "base: llama3-405b\nmodel:\n  seq_len: 100000000000000000000\n")
 
 
 def test_a_file_changes_one_figure_of_its_bases_named_gpu(tmp_path):
@@ -147,9 +145,7 @@ def test_wire_refuses_series_it_cannot_hold():
 
 
 def test_deep_files_and_long_base_chains_are_one_line(tmp_path):
-    deep = tmp_path / "deep.yaml"
-    deep.write_text("model: " + "[" * 5000 + "]" * 5000 + "\n")
-    assert "nested too deeply" in fails("budget", str(deep))
+    assert "nested too deeply" in fails_on(tmp_path, "model: " + "[" * 5000 + "]" * 5000 + "\n")
     for i in range(40):
         (tmp_path / f"b{i}.yaml").write_text(f"base: b{i + 1}.yaml\n")
     (tmp_path / "b40.yaml").write_text("base: llama3-405b\n")
@@ -178,10 +174,7 @@ def test_messages_name_the_option_or_field_to_change(args, words):
 
 
 def test_a_key_given_twice_is_an_error_not_a_silent_overwrite(tmp_path):
-    f = tmp_path / "dup.yaml"
-    f.write_text("base: llama3-405b\nlayout:\n  pp: 16\n  pp: 8\n")
-    err = fails("budget", str(f))
-    assert "'pp' given twice" in err
+    assert "'pp' given twice" in fails_on(tmp_path, "base: llama3-405b\nlayout:\n  pp: 16\n  pp: 8\n")
     runs = tmp_path / "runs.yaml"
     runs.write_text("schema_version: 1\nruns:\n- id: a\n  id: b\n")
     assert "given twice" in fails("validate", "--runs", str(runs))

@@ -103,7 +103,6 @@ def _phi(setting, default) -> np.ndarray:
 def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Exposed time of each exchange, and the total time hidden behind compute."""
     ov = plan.scenario.overlap
-    layers = np.maximum(np.ceil(plan.layers_per_gpu), 1)
     phi_ep = _phi(ov.ep, 0.0)
     if np.any(phi_ep > 0):
         # a paired overlap (DualPipe, Megatron-Core's) hides a chunk's all-to-all behind a chunk of
@@ -132,7 +131,7 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
             # buckets have 1 + (v-1) p / v micro-batch passes to hide in (sim/program.py agrees)
             spread = np.where(rounds > 1, 1.0, 1 + (plan.v - 1) * plan.pp / plan.v)
             window = spread * rounds * per_mb * np.where(gather, np.where(rounds > plan.microbatches, 0.5, 1 / 3), 2 / 3)
-            want = np.minimum(T * (1 - 1 / np.minimum(x.units, layers)), window)
+            want = np.minimum(T * (1 - 1 / np.minimum(x.units, plan.layer_units)), window)
         elif x.dim == Axis.CP and x.collective.value == "send/recv" and setting == "auto":
             want = T  # ring attention overlaps each block with the next block's attention
         elif x.dim == Axis.EP:

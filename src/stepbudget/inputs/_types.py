@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -48,6 +49,13 @@ def _takes_number(annotation: object) -> bool:
     return annotation in (int, float) or any(_takes_number(a) for a in get_args(annotation))
 
 
+@functools.cache
+def _number_fields(model: type[BaseModel]) -> frozenset[str]:
+    """Fields of ``model`` that take a number and not a boolean (looked up once per class)."""
+    return frozenset(name for name, f in model.model_fields.items()
+                     if _takes_number(f.annotation) and not _takes_bool(f.annotation))
+
+
 class Frozen(BaseModel):
     """Base for every input section: unknown fields are errors, values never change after load."""
 
@@ -58,9 +66,7 @@ class Frozen(BaseModel):
     def _no_booleans_for_numbers(cls, data: object) -> object:
         # YAML reads yes/no/true as booleans, which pydantic would take as 1 and 0
         if isinstance(data, dict):
-            for name, value in data.items():
-                field = cls.model_fields.get(name) if isinstance(name, str) else None
-                if (isinstance(value, bool) and field is not None and _takes_number(field.annotation)
-                        and not _takes_bool(field.annotation)):
-                    raise ValueError(f"{name}: {value!r} is not a number; give the number")
+            for name in _number_fields(cls) & data.keys():
+                if isinstance(data[name], bool):
+                    raise ValueError(f"{name}: {data[name]!r} is not a number; give the number")
         return data

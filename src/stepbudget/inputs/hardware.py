@@ -144,6 +144,12 @@ class Cluster(Frozen):
         return self.nic_Bps * self.nics_per_node / self.gpus_per_node
 
 
+def named_gpu(name: object) -> dict | None:
+    """A fresh copy of the shipped figures of GPU ``name``, or None if ``name`` is not one."""
+    known = _gpu_presets()
+    return copy.deepcopy(known[name]) if isinstance(name, str) and name in known else None
+
+
 def gpu_presets() -> dict[str, dict]:
     """GPU datasheets shipped with the package (inputs/gpus.yaml), by name: a fresh copy callers may edit."""
     return copy.deepcopy(_gpu_presets())

@@ -14,7 +14,7 @@ from pydantic import ValidationError, model_validator
 
 from stepbudget.enums import Schedule
 from stepbudget.inputs._types import Frozen
-from stepbudget.inputs.hardware import Cluster, gpu_presets
+from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
 from stepbudget.inputs.model import Model
 
@@ -129,32 +129,30 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                repeated = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base class says so
-                break
-            if repeated:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice; keep one", key_node.start_mark)
+        for key_node, _ in node.value:  # the keys as written, before merges ("<<") are expanded
+            if isinstance(key_node, yaml.ScalarNode):
+                if (key_node.tag, key_node.value) in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key_node.value!r} given twice; keep one", key_node.start_mark)
+                seen.add((key_node.tag, key_node.value))
         return super().construct_mapping(node, deep)
 
 
 def read_yaml(text: str):
-    """``yaml.safe_load`` with repeated keys refused (UniqueKeyLoader)."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """``yaml.safe_load`` with repeated keys refused (UniqueKeyLoader) and a nesting too deep for the
+    parser's recursion reported as a YAMLError, like any other unreadable file."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read") from None
 
 
 def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if suffix == ".toml" else read_yaml(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
-        first = str(e).strip().splitlines()[0]
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError) as e:  # TOML's parser recurses too
+        first = "nested too deeply to read" if isinstance(e, RecursionError) else str(e).strip().splitlines()[0]
         raise ScenarioError(f"{where}: not valid {'TOML' if suffix == '.toml' else 'YAML'} ({first}); fix the syntax") from None
-    except RecursionError:
-        raise ScenarioError(f"{where}: nested too deeply to read; a scenario is a few levels of sections") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
     return data
@@ -163,8 +161,8 @@ def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
-        if k == "gpu" and isinstance(v, dict) and isinstance(out.get(k), str) and out[k] in (named := gpu_presets()):
-            out[k] = copy.deepcopy(named[out[k]])  # a file that changes some figures of its base's named GPU
+        if k == "gpu" and isinstance(v, dict) and (figures := named_gpu(out.get(k))) is not None:
+            out[k] = figures  # a file that changes some figures of its base's named GPU
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
@@ -222,8 +220,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = key.split(".")
         for part in parts[:-1]:
             child = node.get(part)
-            if part == "gpu" and isinstance(child, str) and child in (named := gpu_presets()):
-                child = node[part] = named[child]  # edit a field of a named GPU (a fresh copy)
+            if part == "gpu" and (figures := named_gpu(child)) is not None:
+                child = node[part] = figures  # edit a field of a named GPU
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):

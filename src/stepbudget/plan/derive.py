@@ -99,6 +99,12 @@ class Plan:
         return np.shape(self.tp)
 
     @property
+    def layer_units(self) -> np.ndarray:
+        """Layers one GPU holds, whole (at least 1): the FSDP units, and the fewest DP calls whose last
+        one still waits for the first layer's gradients."""
+        return whole_layers(self.layers_per_gpu)
+
+    @property
     def dispatch_tokens(self) -> np.ndarray:
         """Tokens one GPU routes to its experts per micro-batch and MoE layer: b*s/(c*t). Sequence
         parallelism shards them over TP; with expert TP, Megatron's all-to-all dispatcher gathers them
@@ -230,11 +236,15 @@ MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK = 40e6, 1e6
 larger buckets to ensure collectives do not become latency-bound" (distributed_data_parallel_config.py)."""
 
 
+def whole_layers(layers_per_gpu) -> np.ndarray:
+    return np.maximum(np.ceil(layers_per_gpu), 1)
+
+
 def dp_units(scenario: Scenario, dp_kind, layers_per_gpu, params, dp_group) -> np.ndarray:
     """Collective calls per round of DP exchange of ``params``: Megatron-Core's buckets for DDP and
     ZeRO-1 (one bucket when DP is not overlapped: it "disables bucketing"), one FSDP unit per layer
     otherwise (ZeRO-2 and -3 reduce a layer as its backward ends)."""
-    layers = np.maximum(np.ceil(layers_per_gpu), 1)
+    layers = whole_layers(layers_per_gpu)
     bucket = scenario.layout.dp_bucket_params or np.maximum(MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK * dp_group)
     overlapped = scenario.overlap.dp == "auto" or float(scenario.overlap.dp) > 0
     buckets = np.maximum(np.ceil(params / bucket), 1) if overlapped else np.ones_like(layers)

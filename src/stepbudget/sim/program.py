@@ -24,7 +24,6 @@ bubble as idle time at the start of every stage, not task by task.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,7 +140,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     dp_edge = {"reduce": 0.0, "gather": 0.0}  # the time of the last bucket (first, for gathers) of a round
     pp_call, pp_exposed = 0.0, 0.0
     behind = 0.0  # DP and PP time the budget hides behind compute: its SM share is charged evenly below
-    layers = max(int(math.ceil(float(plan.layers_per_gpu))), 1)
+    layers = int(plan.layer_units)
     for x, e in xs:
         if float(x.calls) <= 0:
             continue

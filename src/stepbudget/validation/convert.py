@@ -45,7 +45,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from stepbudget.inputs.hardware import gpu_presets
+from stepbudget.inputs.hardware import named_gpu
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
 from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
@@ -320,7 +320,7 @@ def to_case(run: dict) -> Case:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
         # (Dao 2023, abstract and Fig. 4)
-        spec = gpu_presets()[gpu]
+        spec = named_gpu(gpu)
         k = spec["kernels"]
         k.update(attention_fwd=k["attention_fwd"] / 2, attention_bwd=k["attention_bwd"] / 2)
         cl["gpu"] = spec

@@ -73,8 +73,6 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
         data = read_yaml(text)
     except yaml.YAMLError as e:
         raise RunError(f"--runs: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
-    except RecursionError:
-        raise RunError(f"--runs: {where} is nested too deeply to read; use the schema of the shipped {SHIPPED}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise RunError(f"--runs: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
     runs = data["runs"]
