@@ -431,3 +431,17 @@ def test_one_layer_of_korthikantis_22b_model_takes_its_measured_time(recompute, 
     tp = sum(float(x.time_s) for x in b.exchanges if x.dim.value == "tp")
     layer_ms = (float(b.compute_s - b.plan.optimizer_s) + tp) / sc.model.num_layers * 1e3
     assert layer_ms == pytest.approx(measured_ms, rel=0.08)
+
+
+def test_figure_lines_never_join_two_batch_sizes():
+    # MegaScale Table 2 runs 175B at 768 sequences up to 1,024 GPUs and at 6,144 from 3,072 on
+    from stepbudget.views.validation import figure_series
+
+    rows, _ = validate()
+    lines = figure_series(rows)
+    megascale = {k: v for k, v in lines.items() if k.startswith("MegaScale (GPT 175B")}
+    assert sorted(len(v) for v in megascale.values()) == [4, 4] and len(megascale) == 2
+    tokens = lambda r: r.case.scenario.global_batch_seqs * r.case.scenario.model.seq_len  # noqa: E731
+    assert all(len({tokens(r) for r in v}) == 1 for v in megascale.values())
+    # the 530B runs are weak scaling (the batch grows with the GPUs): one line each, three points
+    assert len(lines["MegaScale (GPT 530B)"]) == 3 and len(lines["Megatron-LM (GPT 530B)"]) == 3

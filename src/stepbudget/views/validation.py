@@ -90,16 +90,33 @@ def skipped_lines(rows: list[Row]) -> list[str]:
 
 def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
     """Measured MFU against GPUs for MegaScale, Megatron-LM and Llama 3, with the model's predictions."""
-    groups: dict[str, list[Row]] = {}
+    groups = figure_series(rows)
+    write_figure(path, lambda: _plotly(groups), lambda tmp: _matplotlib(groups, tmp))
+
+
+def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
+    """Figure 5.5's lines: one per system and model; split by batch where a model has a strong-scaling
+    series at each of several batches (MegaScale's Table 2 runs 768 sequences up to 1,024 GPUs and
+    6,144 beyond), so that no line joins two such series. A weak-scaling series, whose batch grows
+    with the GPUs (MegaScale's 530B runs), stays one line."""
+    groups: dict[tuple[str, str], dict[int, list[Row]]] = {}
     for r in rows:
         if r.case.measured_mfu is None or r.predicted_mfu is None:
             continue
         fw = r.case.framework.lower()
         name = ("MegaScale-MoE" if "megascale-moe" in fw else "MegaScale" if "megascale" in fw
                 else "Megatron-LM" if "megatron" in fw else r.case.source)
-        key = f"{name} ({r.case.scenario.model.name})"
-        groups.setdefault(key, []).append(r)
-    write_figure(path, lambda: _plotly(groups), lambda tmp: _matplotlib(groups, tmp))
+        sc = r.case.scenario
+        tokens = sc.global_batch_seqs * sc.model.seq_len
+        groups.setdefault((name, sc.model.name), {}).setdefault(tokens, []).append(r)
+    out: dict[str, list[Row]] = {}
+    for (name, model), by_batch in groups.items():
+        if len(by_batch) > 1 and all(len(members) > 1 for members in by_batch.values()):
+            for tokens, members in sorted(by_batch.items()):
+                out[f"{name} ({model}, batch {tokens / 1e6:.3g}M tokens)"] = members
+        else:
+            out[f"{name} ({model})"] = [r for members in by_batch.values() for r in members]
+    return out
 
 
 def _series(rows: list[Row]):
@@ -128,17 +145,17 @@ def _matplotlib(groups, tmp: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = plt.subplots(figsize=(9, 7))
     for i, (name, rows) in enumerate(groups.items()):
         x, meas, pred = _series(rows)
-        color = f"C{i}"
+        color = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")(i % 20)
         ax.plot(x, meas, marker="o", color=color, label=f"{name} measured")
         ax.plot(x, pred, marker="x", linestyle=":", color=color, label=f"{name} predicted")
     ax.set(xscale="log", xlabel="GPUs", ylabel="MFU", ylim=(0, 1),
            title="Figure 5.5: measured MFU against GPUs, with stepbudget's predictions")
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: lines stay visible
     fig.tight_layout()
     fig.savefig(tmp, format=tmp.suffix.lstrip("."))
     plt.close(fig)
