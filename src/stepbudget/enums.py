@@ -68,6 +68,15 @@ class Recompute(StrEnum):
     FULL = "full"
 
 
+class AttentionKernel(StrEnum):
+    """Which fused attention kernel runs: the GPU's best (FlashAttention-2 on A100, FlashAttention-3 or
+    cuDNN on Hopper, cuDNN on Blackwell: the figures in gpus.yaml) or an older one."""
+
+    BEST = "best"
+    FLASH2 = "flash-attention-2"
+    FLASH1 = "flash-attention-1"
+
+
 class DataParallel(StrEnum):
     """How the data-parallel group shares model state (formulas.md 3.4, 5.1).
 

@@ -267,3 +267,45 @@ def test_gpu_attention_figures_meet_an_in_step_measurement(gpu, measured):
                                             k.gemm, HBM)}["attention core"]
     achieved = (1 + ATTENTION_BWD_RATIO) * float(core.flops) / float(core.fwd_s + core.bwd_s)
     assert achieved / peak == pytest.approx(measured, rel=0.05)
+
+
+def _attention_core(gpu, kernel):
+    """Llama 3 8B's causal attention core at 8K on one GPU, with ``kernel``'s rates."""
+    from stepbudget.enums import AttentionKernel
+    from stepbudget.inputs.hardware import gpu_presets
+    from stepbudget.plan.operators import attention_kernels
+    k = attention_kernels(Kernels(**gpu_presets()[gpu]["kernels"]), AttentionKernel(kernel))
+    m = sb.load("llama3-405b").model.model_copy(update={"num_heads": 32, "kv_heads": 8, "hidden_size": 4096})
+    ops = layer_ops(m, 8192, 8192, 1, False, 1, 1, k, 989e12, 989e12, k.gemm, HBM)
+    return next(op for op in ops if op.kind == "attention")
+
+
+def test_flash_attention_2_on_hopper_runs_at_its_published_share_of_flash_attention_3():
+    # FlashAttention-3 4.1: FA3 is 1.5-2.0x faster forward and 1.5-1.75x backward than FA2 on H100;
+    # its introduction: FA2 reaches only about 35 % of the H100's peak
+    best, fa2 = _attention_core("h100-sxm", "best"), _attention_core("h100-sxm", "flash-attention-2")
+    assert 1.5 <= float(fa2.fwd_s / best.fwd_s) <= 2.0 and 1.5 <= float(fa2.bwd_s / best.bwd_s) <= 1.75
+    from stepbudget.enums import AttentionKernel
+    from stepbudget.inputs.hardware import gpu_presets
+    from stepbudget.plan.operators import attention_kernels
+    k = attention_kernels(Kernels(**gpu_presets()["h100-sxm"]["kernels"]), AttentionKernel.FLASH2)
+    long_seq = (1 + ATTENTION_BWD_RATIO) / (1 / k.attention_fwd + ATTENTION_BWD_RATIO / k.attention_bwd)
+    assert long_seq == pytest.approx(0.35, abs=0.01)  # forward and backward together, at long sequences
+    assert float(fa2.flops) == float(best.flops)  # same FLOPs, slower kernel
+
+
+def test_flash_attention_1_is_half_flash_attention_2_and_a100s_best_is_flash_attention_2():
+    best, fa2, fa1 = (_attention_core("a100-sxm-80gb", k) for k in ("best", "flash-attention-2", "flash-attention-1"))
+    assert float(fa2.fwd_s) == float(best.fwd_s)
+    overhead = Kernels().kernel_overhead_s  # the fixed per-kernel time does not halve
+    assert float(fa1.fwd_s - overhead) == pytest.approx(2 * float(fa2.fwd_s - overhead))
+    assert float(fa1.bwd_s - overhead) == pytest.approx(2 * float(fa2.bwd_s - overhead))
+
+
+def test_an_older_attention_kernel_is_never_faster_and_needs_a_published_figure():
+    steps = [float(sb.estimate(sb.derive(sb.load("llama3-405b", ["cluster.achieved_flops=null", "cluster.rate_scope=kernel",
+                                                                   f"layout.attention_kernel={k}"]))).step_s)
+             for k in ("best", "flash-attention-2", "flash-attention-1")]
+    assert steps[0] < steps[1] < steps[2]
+    with pytest.raises(sb.ScenarioError, match="layout.attention_kernel: no published flash-attention-2 figure"):
+        sb.load("llama3-405b", ["cluster.gpu=b200", "layout.attention_kernel=flash-attention-2"])

@@ -127,8 +127,8 @@ def test_conversion_rules():
     assert ms.precision.grads == 4.0  # Megatron reduces BF16 training's gradients in FP32
     assert ms.overlap.tp == 1.0 and mt.overlap.tp == 0.0 and mt.overlap.dp == 0.0
     # MegaScale adopts FlashAttention-2 (3.3); its Megatron-LM baseline runs FlashAttention-1, about half as fast
-    assert mt.cluster.gpu.kernels.attention_bwd == pytest.approx(ms.cluster.gpu.kernels.attention_bwd / 2)
-    assert mt.cluster.gpu.kernels.gemm == ms.cluster.gpu.kernels.gemm
+    assert mt.layout.attention_kernel == "flash-attention-1" and ms.layout.attention_kernel == "best"
+    assert mt.cluster.gpu.kernels == ms.cluster.gpu.kernels
     assert ms.model.parallel_block and not mt.model.parallel_block  # MegaScale 3.1's parallel transformer block
     moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
@@ -445,3 +445,32 @@ def test_figure_lines_never_join_two_batch_sizes():
     assert all(len({tokens(r) for r in v}) == 1 for v in megascale.values())
     # the 530B runs are weak scaling (the batch grows with the GPUs): one line each, three points
     assert len(lines["MegaScale (GPT 530B)"]) == 3 and len(lines["Megatron-LM (GPT 530B)"]) == 3
+
+
+@pytest.mark.parametrize(("stated", "kernel"), [
+    ("FlashAttention-2 (PyTorch SDPA flash backend)", "flash-attention-2"), ("flash_attn 2.5", "flash-attention-2"),
+    ("FA2", "flash-attention-2"), ("FlashAttention-1", "flash-attention-1"), ("FlashAttention-3", "best"),
+    ("cuDNN fused attention", "best"), (None, "best"),
+])
+def test_a_runs_attention_kernel_is_read_by_name(stated, kernel):
+    run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
+    run["layout"]["attention_kernel"] = stated
+    assert to_case(run).scenario.layout.attention_kernel == kernel
+
+
+@pytest.mark.parametrize(("zero", "kind"), [("SHARD_GRAD_OP", "zero2"), ("ZeRO-2", "zero2"), (2, "zero2"),
+                                           ("FSDP FULL_SHARD", "fsdp"), ("1", "zero1"), ("none", "ddp")])
+def test_zero_stages_by_name(zero, kind):
+    run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
+    run["layout"].pop("dp_type")
+    run["layout"]["zero_stage"] = zero
+    assert to_case(run).scenario.layout.dp_kind == kind
+
+
+def test_an_a100_40gb_run_gets_the_40gb_parts_memory():
+    run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
+    run["hardware"]["gpu"] = "NVIDIA A100 SXM 40GB"
+    gpu = to_case(run).scenario.cluster.gpu
+    assert gpu.hbm_bytes == 40e9 and gpu.hbm_Bps == 1555e9 and gpu.peak_bf16_flops == 312e12
+    run["hardware"].update(gpu="NVIDIA A100", hbm_gb=40)
+    assert to_case(run).scenario.cluster.gpu.name == "A100 SXM 40GB"

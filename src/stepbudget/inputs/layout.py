@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from stepbudget.enums import Axis, CPKind, DataParallel, EPKind, Recompute, Schedule
+from stepbudget.enums import AttentionKernel, Axis, CPKind, DataParallel, EPKind, Recompute, Schedule
 from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
 
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
@@ -51,6 +51,9 @@ class Layout(Frozen):
     """Activation recomputation."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (FlashAttention): no 5as/h term."""
+    attention_kernel: AttentionKernel = AttentionKernel.BEST
+    """Which fused attention kernel: the GPU's best (gpus.yaml), flash-attention-2 (PyTorch SDPA's
+    flash backend, or the flash-attn 2 package, on Hopper) or flash-attention-1."""
     micro_batch: Degree = 1
     """Sequences per micro-batch (b)."""
     order: tuple[Axis, ...] = DEFAULT_ORDER

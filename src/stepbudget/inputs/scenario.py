@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, model_validator
 
-from stepbudget.enums import Schedule
+from stepbudget.enums import AttentionKernel, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
@@ -66,6 +66,12 @@ class Scenario(Frozen):
             raise ValueError(
                 f"layout.pp: {slots} layer slots are not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
                 "choose degrees that divide the layers (or count embedding/loss in the pipeline split)"
+            )
+        k = c.gpu.kernels
+        if lay.attention_kernel != AttentionKernel.BEST and (k.flash2_fwd is None or k.flash2_bwd is None):
+            raise ValueError(
+                f"layout.attention_kernel: no published {lay.attention_kernel} figure for {c.gpu.name}; "
+                "use attention_kernel=best or give cluster.gpu.kernels.flash2_fwd and flash2_bwd"
             )
         if m.moe is None and lay.ep > 1:
             raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")

@@ -18,7 +18,7 @@ from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
-from stepbudget.plan.operators import Op, head_ops, layer_ops, layer_times, optimizer_s
+from stepbudget.plan.operators import Op, attention_kernels, head_ops, layer_ops, layer_times, optimizer_s
 
 CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
 
@@ -270,7 +270,7 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
     """Compute seconds per step from the operator model: layers x micro-batches, the output layer, and the
     optimizer step over ``updated_params`` (this rank's share)."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
-    k = cl.gpu.kernels
+    k = attention_kernels(cl.gpu.kernels, sc.layout.attention_kernel)
     fp8 = pr.gemm == "fp8"
     peak_gemm = sc.peak_gemm_flops * k.clock  # power-capped sustained clock
     common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.a2a.routing import busiest_gpu_factors
-from stepbudget.enums import Activation
+from stepbudget.enums import Activation, AttentionKernel
 from stepbudget.inputs.hardware import Kernels
 from stepbudget.inputs.model import Model
 
@@ -29,6 +29,9 @@ ATTENTION_BWD_RATIO = 2.5
 """FlashAttention backward FLOPs over forward: 5 matmuls against 2 (FlashAttention-2 §3.2)."""
 ELEMENT_BYTES = 2
 """BF16 activations and weights as the GEMMs read them."""
+FLASH1_OVER_FLASH2 = 0.5
+"""FlashAttention-1's speed over FlashAttention-2's: Dao 2023, abstract ("around 2x speedup compared to
+FlashAttention") and Fig. 4."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,16 @@ class Op:
     bwd_s: np.ndarray
     output_layer: bool = False
     """Part of the output layer, which runs once per model (on the last stage), not once per layer."""
+
+
+def attention_kernels(kernels: Kernels, which: AttentionKernel) -> Kernels:
+    """``kernels`` with the attention rates of ``which`` kernel: the GPU's best as given, FlashAttention-2
+    at its published share of them (``flash2_fwd``/``flash2_bwd``), FlashAttention-1 at half that."""
+    if which == AttentionKernel.BEST:
+        return kernels
+    scale = FLASH1_OVER_FLASH2 if which == AttentionKernel.FLASH1 else 1.0
+    return kernels.model_copy(update=dict(attention_fwd=kernels.attention_fwd * kernels.flash2_fwd * scale,
+                                          attention_bwd=kernels.attention_bwd * kernels.flash2_bwd * scale))
 
 
 def _shape_factor(x, half: float) -> np.ndarray:

@@ -45,7 +45,6 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from stepbudget.inputs.hardware import named_gpu
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
 from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
@@ -59,6 +58,8 @@ MFU_CONVENTION = {
     "Nemotron-4 15B": "noncausal",  # 6N + 6hV + 12Lsh per token reproduces Table 2's MFU (examples/nvidia_reports_runs.yaml)
     "Nemotron-4 340B": "noncausal",  # the 15B report's count reproduces its Table 2 MFU the same way
     "MT-NLG": "noncausal",  # PaLM App. B: MT-NLG's 30.2 % MFU counts self-attention in full
+    "MosaicML llm-foundry": "noncausal",  # benchmarking README: attn_flops_per_seq = n_layers * 2 * 2 * d_model * seq_len^2
+    "torchtitan": "noncausal",  # train.py: 6 N + 12 L h s per token, the full score matrix
     # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
     # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
 }
@@ -73,7 +74,7 @@ NIC_BUSBW_SHARE = 47 / 50
 """Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
 
 NVLINK_PER_DIRECTION = {  # datasheet totals / 2
-    "a100-sxm-80gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s", "h200-sxm": "450GB/s", "b200": "900GB/s",
+    "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s", "h200-sxm": "450GB/s", "b200": "900GB/s",
 }
 
 _GPU_NAMES = (("h100", "h100-sxm"), ("h800", "h800-sxm"), ("h200", "h200-sxm"), ("b200", "b200"),
@@ -97,7 +98,7 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
+_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"), ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("bloom", "BLOOM"))
@@ -136,6 +137,17 @@ def _preset_for(model_name: str) -> str | None:
 def _gpu(text: str) -> str | None:
     low = text.lower()
     return next((key for word, key in _GPU_NAMES if word in low), None)
+
+
+def attention_kernel(text) -> str | None:
+    """A run's ``layout.attention_kernel`` as the model's choice: FlashAttention-1 or -2 by name, None for
+    the GPU's best (FlashAttention-3, cuDNN, or not stated)."""
+    t = _text(text).replace(" ", "").replace("_", "-")
+    if re.search(r"flash-?attn-?1|flash-?attention-?1|\bfa-?1\b", t):
+        return "flash-attention-1"
+    if re.search(r"flash-?attn-?2|flash-?attention-?2|\bfa-?2\b|sdpa-?flash", t):
+        return "flash-attention-2"
+    return None
 
 
 def _text(value) -> str:
@@ -196,6 +208,8 @@ def to_case(run: dict) -> Case:
             moe["first_dense_layers"] = m["dense_layers"]
     if m.get("mtp_depth") is not None:
         model["mtp_layers"] = m["mtp_depth"]
+    if m.get("tied_embeddings") is not None:
+        model["tied_embeddings"] = _flag(m["tied_embeddings"])
 
     # cluster
     cl = data.setdefault("cluster", {})
@@ -205,6 +219,8 @@ def to_case(run: dict) -> Case:
                     measured_step_s=None, measured_from="", measured_mfu=None)
     if "ampere" in _text(hw.get("gpu")) and "a100" not in _text(hw.get("gpu")):
         notes.append("Ampere SKU not stated: A100 SXM 80GB")
+    if gpu == "a100-sxm-80gb" and (hw.get("hbm_gb") == 40 or re.search(r"40\s*gb", _text(hw.get("gpu")))):
+        gpu = "a100-sxm-40gb"
     cl.update(gpu=gpu, gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None, rate_scope="kernel",
               nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
     g = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
@@ -275,6 +291,8 @@ def to_case(run: dict) -> Case:
         out["reshard_after_forward"] = "not resharded" not in zero
     elif "distributed-optimizer" in zero or zero.strip().startswith("1"):
         out["dp_kind"] = "zero1"
+    elif re.search(r"shard.?grad.?op|zero.?2", zero) or zero.strip().startswith("2"):
+        out["dp_kind"] = "zero2"  # gradients and optimizer state sharded, parameters whole (FSDP SHARD_GRAD_OP)
     elif re.search(r"\b(none|ddp)\b", zero):
         out["dp_kind"] = "ddp"  # every DP rank keeps whole optimizer state: grads all-reduced
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
@@ -291,8 +309,9 @@ def to_case(run: dict) -> Case:
         data.setdefault("precision", {})["gemm"] = "fp8"
 
     # what the framework overlaps (module doc)
-    if megatron:
-        # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"
+    if megatron or "fp32" in _text(lay.get("grad_reduce")):
+        # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
+        # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype)
         data.setdefault("precision", {})["grads"] = "fp32"
     ov = data.setdefault("overlap", {})
     if "megascale-moe" in fw:
@@ -316,14 +335,13 @@ def to_case(run: dict) -> Case:
         out["ep_kind"] = "deepep"  # one NIC copy per target node, NVLink forwards it (DeepEP; DeepSeek-V3 3.2.2)
     if out.get("cp_kind") == "ring":
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
-    if source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
+    kernel = attention_kernel(lay.get("attention_kernel"))
+    if kernel:
+        out["attention_kernel"] = kernel
+    elif source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
-        # the baseline runs FlashAttention-1, which FlashAttention-2 is about 2x faster than on A100
-        # (Dao 2023, abstract and Fig. 4)
-        spec = named_gpu(gpu)
-        k = spec["kernels"]
-        k.update(attention_fwd=k["attention_fwd"] / 2, attention_bwd=k["attention_bwd"] / 2)
-        cl["gpu"] = spec
+        # the baseline runs FlashAttention-1
+        out["attention_kernel"] = "flash-attention-1"
         notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")
     sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
     if sms and 0 < int(sms.group(1)) <= int(sms.group(2)):  # else not a share: the default stands
