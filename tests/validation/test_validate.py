@@ -509,4 +509,6 @@ def test_out_of_sample_torchtitan_runs_agree_on_what_fp8_and_async_tp_buy():
     for slow, fast in (("bf16", "fp8_tensorwise"), ("bf16", "asynctp_bf16"), ("fp8_tensorwise", "asynctp_fp8_tensorwise")):
         a, b = by_id[base + slow], by_id[base + fast]
         assert b.case.measured_step_s < a.case.measured_step_s and b.predicted_step_s < a.predicted_step_s
+    one, inter = (by_id[f"torchtitan_llama31_405b_h100_512gpu_fsdp8_tp8_pp8_{s}_fp8"] for s in ("1f1b", "interleaved"))
+    assert inter.case.measured_step_s < one.case.measured_step_s and inter.predicted_step_s < one.predicted_step_s
     assert all(r.case.scenario.precision.grads == 4 for r in rows)  # FSDP2 reduces in FP32
