@@ -74,7 +74,8 @@ NIC_BUSBW_SHARE = 47 / 50
 """Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
 
 NVLINK_PER_DIRECTION = {  # datasheet totals / 2
-    "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s", "h200-sxm": "450GB/s", "b200": "900GB/s",
+    "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s",
+    "h200-sxm": "450GB/s", "b200": "900GB/s",
 }
 
 _GPU_NAMES = (("h100", "h100-sxm"), ("h800", "h800-sxm"), ("h200", "h200-sxm"), ("b200", "b200"),
@@ -98,8 +99,8 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"), ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
-            ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
+_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"), ("megatron-bridge", "Megatron-Bridge"),
+            ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("bloom", "BLOOM"))
 """Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
