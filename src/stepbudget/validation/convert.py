@@ -99,8 +99,9 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"), ("megatron-bridge", "Megatron-Bridge"),
-            ("megascale-moe", "MegaScale-MoE"), ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
+_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
+            ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
+            ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("bloom", "BLOOM"))
 """Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
