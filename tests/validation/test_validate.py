@@ -512,3 +512,17 @@ def test_out_of_sample_torchtitan_runs_agree_on_what_fp8_and_async_tp_buy():
     one, inter = (by_id[f"torchtitan_llama31_405b_h100_512gpu_fsdp8_tp8_pp8_{s}_fp8"] for s in ("1f1b", "interleaved"))
     assert inter.case.measured_step_s < one.case.measured_step_s and inter.predicted_step_s < one.predicted_step_s
     assert all(r.case.scenario.precision.grads == 4 for r in rows)  # FSDP2 reduces in FP32
+
+
+def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnote():
+    rows, _ = validate(str(EXAMPLES / "olmo_runs.yaml"))
+    assert len(rows) == 7 and all(r.error is not None for r in rows)
+    olmo3 = next(r.case.scenario for r in rows if r.case.id.startswith("olmo3"))
+    assert olmo3.layout.attention_kernel == "flash-attention-2"  # its script sets flash_2
+    from rich.console import Console
+    from stepbudget.views.validation import runs_table
+    console = Console(record=True, width=200)
+    console.print(runs_table(rows))  # every OLMo run states its step: no '*' caption
+    assert "derived from" not in console.export_text()
+    console.print(runs_table(validate()[0]))
+    assert "derived from" in console.export_text()

@@ -62,15 +62,15 @@ def runs_table(rows: list[Row]) -> Table:
     t = Table(title="Predicted against measured (step time; error = predicted / measured - 1)", title_justify="left")
     for col in ("run", "GPUs", "measured", "predicted", "error", "MFU meas.", "MFU pred."):
         t.add_column(col, justify="left" if col == "run" else "right")
-    for r in rows:
-        if r.error is None:
-            continue
+    shown = [r for r in rows if r.error is not None]
+    for r in shown:
         derived = "" if r.case.measured_from == "step_time_s" else "*"
         style = "" if abs(r.error) <= 0.10 else "yellow" if abs(r.error) <= 0.25 else "red"
         t.add_row(r.case.id, f"{r.case.gpus:,}", fmt_time(r.case.measured_step_s) + derived, fmt_time(r.predicted_step_s),
                   Text(_pct(r.error, True), style=style), _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
-    t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
-    t.caption_justify = "left"
+    if any(r.case.measured_from != "step_time_s" for r in shown):
+        t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
+        t.caption_justify = "left"
     return t
 
 
