@@ -228,3 +228,45 @@ def test_every_dp_ring_the_readme_names_is_accepted():
          ("hierarchical", "flat", "tree", "in-network")}
     assert float(t["in-network"].nic_bytes) == pytest.approx(float(t["hierarchical"].nic_bytes) / 2, rel=0.01)
     assert float(t["in-network"].time_s) <= float(t["hierarchical"].time_s)
+
+
+# a 7B model on 64 GPUs in plain FSDP (TP 1): the DP group spans 8 nodes
+HSDP_7B = ["cluster.achieved_flops=null", *KERNEL, "cluster.gpus=64", "layout.tp=1", "layout.pp=1", "layout.dp=64",
+           "layout.schedule=1f1b", "layout.virtual_stages=1", "layout.dp_kind=fsdp", "layout.reshard_after_forward=true",
+           "model.num_layers=32", "model.hidden_size=4096", "model.num_heads=32", "model.num_kv_heads=8",
+           "model.ffn_size=14336", "model.seq_len=4096", "batch.global_batch_tokens=null", "batch.global_batch_seqs=256",
+           "layout.micro_batch=2"]
+
+
+def test_hsdp_shards_inside_each_node_and_all_reduces_the_shards_across_nodes():
+    flat, hsdp = one("llama3-405b", *HSDP_7B), one("llama3-405b", *HSDP_7B, "layout.dp_replicas=8")
+    psi, w = float(flat.plan.params_dense_per_gpu), flat.plan.scenario.precision
+    m = 256 / (64 * 2)
+    rs, ag = rows(hsdp, Axis.DP, "grads")[0], rows(hsdp, Axis.DP, "params")[0]
+    ar = next(x for x in rows(hsdp, Axis.DP) if x.what == "grads across replicas")
+    # the shard group is one node: its reduce-scatters and gathers stay on NVLink, (S-1)/S of the buffer each
+    assert int(rs.group) == int(ag.group) == 8 and float(rs.nic_bytes) == float(ag.nic_bytes) == 0
+    assert float(rs.bytes_per_gpu) == pytest.approx(m * 7 / 8 * psi * w.grads)
+    assert float(ag.bytes_per_gpu) == pytest.approx(2 * m * 7 / 8 * psi * w.params)  # forward and backward
+    # once per step, each rank's 1/8 shard is all-reduced across the 8 nodes, all of it on the NIC
+    assert int(ar.group) == 8 and float(ar.calls) == float(ar.units)
+    assert float(ar.bytes_per_gpu) == pytest.approx(2 * 7 / 8 * psi / 8 * w.grads) == float(ar.nic_bytes)
+    # plain FSDP over 64 ranks sends more over the NIC than HSDP does
+    assert sum(float(x.nic_bytes) for x in rows(flat, Axis.DP)) > sum(float(x.nic_bytes) for x in rows(hsdp, Axis.DP))
+    # the model state is sharded 8 ways, not 64: eight times the optimizer state per GPU
+    mf, mh = sb.memory_per_gpu(flat.plan), sb.memory_per_gpu(hsdp.plan)
+    assert float(mh.optimizer) == pytest.approx(8 * float(mf.optimizer))
+
+
+def test_one_replica_is_plain_sharding_and_replicas_need_shard_groups():
+    assert float(one("llama3-405b", *HSDP_7B, "layout.dp_replicas=1").step_s) == float(one("llama3-405b", *HSDP_7B).step_s)
+    for bad, field in (("layout.dp_replicas=3", "proper divisor of 64"), ("layout.dp_replicas=64", "proper divisor"),
+                       ("layout.dp_kind=ddp", "ddp shards nothing")):
+        with pytest.raises(sb.ScenarioError, match=field):
+            sb.load("llama3-405b", [*HSDP_7B, "layout.dp_replicas=8" if "replicas" not in bad else bad,
+                                    *([bad] if "replicas" not in bad else [])])
+
+
+def test_the_simulator_times_hsdp_as_the_budget_does():
+    sc = sb.load("llama3-405b", [*HSDP_7B, "layout.dp_replicas=8"])
+    assert float(sb.simulate(sc).step_s) == pytest.approx(float(sb.estimate(sb.derive(sc)).step_s), rel=0.02)

@@ -345,3 +345,13 @@ def test_search_where_nothing_fits_keeps_the_old_file(tmp_path):
     with pytest.raises(SearchError):
         search(sb.load("hpn-gpt3-175b", ["cluster.gpu.hbm_bytes=1GB"]), gpus=64, out=str(f))
     assert f.read_bytes() == OLD and partials(tmp_path) == []
+
+
+def test_a_search_keeps_the_scenarios_replicas_in_layouts_that_split_into_shard_groups():
+    res = search(sb.load("hpn-gpt3-175b", ["layout.dp_kind=zero1", "layout.dp_replicas=2"]), gpus=256, top=10)
+    assert res.top
+    for row in res.top:
+        assert (row["dp"] * row["cp"]) % 2 == 0 and row["dp"] * row["cp"] > 2 and row["dp_kind"] != "ddp"
+        sc = scenario_for(res.scenario, row, res.gpus)
+        assert sc.layout.dp_replicas == 2
+        assert float(sb.estimate(sb.derive(sc)).step_s) == pytest.approx(row["step_s"], rel=REL)

@@ -519,6 +519,11 @@ def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnot
     assert len(rows) == 7 and all(r.error is not None for r in rows)
     olmo3 = next(r.case.scenario for r in rows if r.case.id.startswith("olmo3"))
     assert olmo3.layout.attention_kernel == "flash-attention-2"  # its script sets flash_2
+    # OLMo-core's HSDP: sharded inside each node (7B, 13B) or inside 256 GPUs (32B), replicated across
+    by_id = {r.case.id: r for r in rows}
+    assert int(by_id["olmo2_7b_h100_64gpu_bf16"].case.scenario.layout.dp_replicas) == 8
+    plan = sb.derive(by_id["olmo2_32b_h100_1024gpu_bf16"].case.scenario)
+    assert plan.dp_replicas == 4 and float(plan.dp_group) == 256
     from rich.console import Console
     from stepbudget.views.validation import runs_table
     console = Console(record=True, width=200)

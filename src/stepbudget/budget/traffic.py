@@ -133,10 +133,11 @@ def exchanges(plan: Plan) -> list[Exchange]:
     # DualPipe ranks hold two stages (i and p-1-i, DSV3 Table 2): twice the parameters, each reduced
     # over the twice as many ranks that hold it
     copies = parameter_copies(plan.schedule)
-    for label, psi, group, q, units in (
-        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"], plan.dp_units),
+    R = plan.dp_replicas
+    for label, psi, group, q, units, key in (
+        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"], plan.dp_units, "dp"),
         ("expert ", plan.params_expert_per_gpu * copies, plan.expert_dp_group * copies, plan.q["expert_dp"],
-         plan.expert_dp_units),
+         plan.expert_dp_units, "expert_dp"),
     ):
         if not np.any(psi > 0):
             continue
@@ -149,6 +150,11 @@ def exchanges(plan: Plan) -> list[Exchange]:
             (Collective.ALL_GATHER, "params", w.params, ag_calls),
         ):
             x = _exchange(plan, Axis.DP, coll, label + what, False, S=psi * width / units, calls=calls, **common)
+            out.append(replace(x, units=units))
+        if R > 1:  # HSDP: each rank's gradient shard summed across the replicas, once per step
+            x = _exchange(plan, Axis.DP, Collective.ALL_REDUCE, label + "grads across replicas", False,
+                          group=np.full_like(group, R), S=psi * w.grads / group / units, calls=units,
+                          q=plan.q[key + "_replicas"], tier=plan.tier["dp_replicas"], algorithm=alg)
             out.append(replace(x, units=units))
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);

@@ -33,6 +33,11 @@ class Layout(Frozen):
     """Pipeline schedule."""
     dp_kind: DataParallel = DataParallel.ZERO1
     """How the DP group shares model state: ddp, zero1, zero2, zero3, fsdp."""
+    dp_replicas: Degree = 1
+    """Groups the sharded model state is replicated over (HSDP; torchtitan's dp_replicate, Megatron's
+    distributed-optimizer instances): parameters, gradients and optimizer state are sharded inside each
+    of the dp*cp/dp_replicas ranks of a group, and one all-reduce per step sums each shard's gradients
+    across the groups. 1: one group, the whole DP x CP group (FSDP, ZeRO)."""
     reshard_after_forward: bool = True
     """FSDP only: free gathered parameters after forward and gather them again in backward (ZeRO-3 always does)."""
     dp_bucket_params: float | None = Field(None, gt=0)

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, model_validator
 
-from stepbudget.enums import AttentionKernel, Schedule
+from stepbudget.enums import AttentionKernel, DataParallel, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
@@ -86,6 +86,8 @@ class Scenario(Frozen):
                     f"layout.ep: ep*expert_tp = {lay.ep}*{etp} must divide tp*cp*dp = {lay.tp * lay.cp * lay.dp}; "
                     "expert ranks are taken from those"
                 )
+        if lay.dp_replicas > 1:
+            self._check_replicas()
         seqs = self.global_batch_seqs
         if seqs % (lay.dp * lay.micro_batch):
             raise ValueError(
@@ -95,6 +97,20 @@ class Scenario(Frozen):
         if lay.schedule == Schedule.DUALPIPE and (seqs // (lay.dp * lay.micro_batch)) % 2:
             raise ValueError("layout.schedule: DualPipe needs an even number of micro-batches per pipeline")
         return self
+
+    def _check_replicas(self) -> None:
+        lay, r = self.layout, self.layout.dp_replicas
+        if lay.dp_kind == DataParallel.DDP:
+            raise ValueError("layout.dp_replicas: ddp shards nothing to replicate; set dp_replicas=1 or a sharded "
+                             "dp_kind (zero1, zero2, zero3, fsdp)")
+        groups = {"dp*cp": lay.dp * lay.cp}
+        if self.model.moe is not None:
+            groups["the expert DP group, tp*cp*dp/(ep*expert_tp)"] = (
+                lay.tp * lay.cp * lay.dp // (lay.ep * lay.expert_tp_degree))
+        for name, size in groups.items():
+            if size % r or size == r:
+                raise ValueError(f"layout.dp_replicas: {r} replicas must split {name} = {size} into shard groups of "
+                                 f"2 or more ranks; use a proper divisor of {size}")
 
     @property
     def pipeline_slots(self) -> int:

@@ -63,9 +63,12 @@ class Plan:
     params_expert_per_gpu: np.ndarray
     """Routed-expert parameters on one GPU (sharded by EP, expert TP and PP)."""
     dp_group: np.ndarray
-    """Ranks that reduce the non-expert gradients together: dp * cp."""
+    """Ranks the non-expert model state is sharded over and its gradients reduce-scattered in:
+    dp * cp, over ``dp_replicas``."""
     expert_dp_group: np.ndarray
-    """Ranks that reduce one expert's gradients: tp * cp * dp / (ep * expert_tp)."""
+    """The same for one expert's: tp * cp * dp / (ep * expert_tp), over ``dp_replicas``."""
+    dp_replicas: int
+    """Groups the sharded state is replicated over (HSDP): each shard's gradients are all-reduced across them."""
     dp_units: np.ndarray
     """Calls one round of the non-expert gradients (and parameters) is split into: a bucket each
     (DDP, ZeRO-1) or a layer each (FSDP unit; ZeRO-2 and -3)."""
@@ -151,7 +154,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     microbatches = seqs / (dp * mb)
     params_dense_per_gpu = (counts.params_total - counts.params_routed_experts) / (tp * pp)
     params_expert_per_gpu = counts.params_routed_experts / (ep * etp * pp)
-    dp_group, expert_dp_group = dp * cp, tp * cp * dp / (ep * etp)
+    replicas = lay.dp_replicas  # HSDP: the state is sharded inside each group and replicated across them
+    dp_group, expert_dp_group = dp * cp / replicas, tp * cp * dp / (ep * etp) / replicas
     recompute_extra = np.choose(
         rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full")]
     )
@@ -178,15 +182,20 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     for axis in lay.order[: lay.order.index(Axis.PP)]:
         inside_pp = inside_pp * degrees[axis]
     q_ep = np.clip(np.minimum(g, inside_pp) // etp, 1, ep)
+    # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply; a shard
+    # group takes the innermost of them, so its replicas share a node only when it is smaller than one
+    q_dp = np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g)
+    q_expert_dp = members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp))
     q = {
         "tp": members_per_node(tp, stride[Axis.TP], g),
         "cp": members_per_node(cp, stride[Axis.CP], g),
         "pp": np.where(stride[Axis.PP] < g, 2, 1),
-        # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply
-        "dp": np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g),
+        "dp": np.minimum(q_dp, dp_group),
+        "dp_replicas": np.maximum(q_dp // dp_group, 1),
         "ep": q_ep,
         # one expert's replicas sit ep * expert_tp non-PP ranks apart
-        "expert_dp": members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp)),
+        "expert_dp": np.minimum(q_expert_dp, expert_dp_group),
+        "expert_dp_replicas": np.maximum(q_expert_dp // expert_dp_group, 1),
     }
     tier = {
         "tp": tier_slowdown(tp, stride[Axis.TP], cl.tiers, "ring"),
@@ -194,7 +203,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         "pp": tier_slowdown(pp, stride[Axis.PP], cl.tiers, "ring"),
         # gradients reduce over the dp * cp ranks: one ring over the span of the DP group, whose CP
         # neighbours sit close together, so only its DP hops cross the tiers
-        "dp": tier_slowdown(dp * cp, stride[Axis.DP] / cp, cl.tiers, "ring"),
+        "dp": tier_slowdown(dp_group, stride[Axis.DP] / cp, cl.tiers, "ring"),
+        "dp_replicas": tier_slowdown(np.full_like(dp_group, replicas), stride[Axis.DP] / cp * dp_group, cl.tiers, "ring"),
         "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), cl.tiers, "all-to-all"),
     }
     return Plan(
@@ -210,6 +220,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         params_expert_per_gpu=params_expert_per_gpu,
         dp_group=dp_group,
         expert_dp_group=expert_dp_group,
+        dp_replicas=replicas,
         # DualPipe ranks hold two stages' parameters in their buffers (budget/traffic.py)
         dp_units=dp_units(scenario, dpk, L / pp, params_dense_per_gpu * parameter_copies(sched), dp_group),
         expert_dp_units=dp_units(scenario, dpk, L / pp, params_expert_per_gpu * parameter_copies(sched), dp_group),

@@ -69,6 +69,8 @@ class Space:
     """Int array (n_choices, 6) in ``CHOICE_COLUMNS`` order (bools as 0/1)."""
     empty_reason: str | None = None
     """Why there are no structures, naming the constraint (None when there are some)."""
+    dp_replicas: int = 1
+    """The scenario's HSDP replicas: a layout must split its DP groups into shard groups of 2 or more."""
 
     @property
     def size(self) -> int:
@@ -97,6 +99,11 @@ class Space:
             & ((dp_group > 1) | (c["dp_kind"] == _DDP))  # nor sharding over one rank
             & ((c["dp_kind"] == _FSDP) | (c["reshard_after_forward"] == 1))  # reshard is FSDP's switch
         )
+        r = self.dp_replicas
+        if r > 1:  # every DP group splits into shard groups of two or more, and DDP has nothing to replicate
+            expert_group = c["tp"] * c["cp"] * c["dp"] // (c["ep"] * c["expert_tp"])
+            distinct &= ((dp_group % r == 0) & (dp_group > r) & (expert_group % r == 0) & (expert_group > r)
+                         & (c["dp_kind"] != _DDP))
         fits_batch = whole & distinct
         sched_ok = schedule_valid(c["schedule"], c["pp"], np.maximum(m, 1), c["virtual_stages"])
         return fits_batch & sched_ok, int(np.count_nonzero(fits_batch & ~sched_ok))
@@ -166,4 +173,5 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
         ],
         dtype=np.int64,
     )
-    return Space(gpus=n, global_batch_seqs=seqs, structures=structures, choices=choices, empty_reason=empty)
+    return Space(gpus=n, global_batch_seqs=seqs, structures=structures, choices=choices, empty_reason=empty,
+                 dp_replicas=scenario.layout.dp_replicas)

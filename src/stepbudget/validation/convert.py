@@ -297,6 +297,8 @@ def to_case(run: dict) -> Case:
         out["dp_kind"] = "zero2"  # gradients and optimizer state sharded, parameters whole (FSDP SHARD_GRAD_OP)
     elif re.search(r"\b(none|ddp)\b", zero):
         out["dp_kind"] = "ddp"  # every DP rank keeps whole optimizer state: grads all-reduced
+    if lay.get("dp_replicas"):
+        out["dp_replicas"] = lay["dp_replicas"]  # HSDP: sharded inside each group, replicated across them
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
         out["order"] = order

@@ -37,6 +37,8 @@ def layout_label(sc: Scenario) -> str:
     lay = sc.layout
     sched = schedule_label(lay.schedule.value, lay.virtual_stages)
     dp = dp_label(lay.dp_kind.value, lay.reshard_after_forward)
+    if lay.dp_replicas > 1:
+        dp += f" over {lay.dp_replicas} replicas"
     return f"{degrees_label(lambda a: getattr(lay, a))} · {sched} · {dp} · micro-batch {lay.micro_batch}"
 
 
