@@ -85,6 +85,15 @@ def test_toml_scenario_with_base(tmp_path):
     assert json.loads(r.output)["layout"]["pp"] == 8
 
 
+def test_budget_json_says_which_attention_kernel_and_how_many_replicas():
+    r = invoke("budget", "megascale-175b", "--json", "--set", "layout.dp_replicas=8", "--set",
+               "layout.attention_kernel=flash-attention-2")
+    assert r.exit_code == 0, r.output
+    layout = json.loads(r.output)["layout"]
+    assert layout["dp_replicas"] == 8 and layout["attention_kernel"] == "flash-attention-2"
+    assert any(x["what"] == "grads across replicas" and x["group"] == 8 for x in json.loads(r.output)["exchanges"])
+
+
 @pytest.mark.parametrize("argv, words", [
     (["budget", "--jsn"], ["--jsn", "stepbudget budget --help"]),
     (["wire", "--steps", "abc"], ["--steps"]),

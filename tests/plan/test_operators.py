@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stepbudget as sb
-from stepbudget.inputs.hardware import Kernels
-from stepbudget.plan.operators import ATTENTION_BWD_RATIO, gemm, head_ops, layer_ops, layer_times, optimizer_s
+from stepbudget.enums import AttentionKernel
+from stepbudget.inputs.hardware import Kernels, gpu_presets
+from stepbudget.plan.operators import (ATTENTION_BWD_RATIO, attention_kernels, gemm, head_ops, layer_ops, layer_times,
+                                       optimizer_s)
 
 K = Kernels(gemm=0.8, gemm_fp8=0.7, gemm_half_dim=64, attention_fwd=0.6, attention_bwd=0.5, attention_half_seq=256,
             hbm=0.9, kernel_overhead_s=5e-6)
@@ -175,7 +177,6 @@ def test_fp8_keeps_the_output_head_and_gating_in_bf16():
 
 
 def test_dualpipe_rank_zero_runs_half_its_micro_batches_through_the_output_layer():
-    from stepbudget.plan.operators import layer_times
     sc = sb.load("deepseek-v3")  # DualPipe, p = 16; embedding and loss each take a layer slot
     plan = sb.derive(sc)
     ops = plan.operators
@@ -259,7 +260,6 @@ def test_gpu_attention_figures_meet_an_in_step_measurement(gpu, measured):
     """ml-engineering's upgrade study times Llama 3 8B's causal attention at 8K inside a training step
     (same software on both): 834 TFLOP/s on B200, 447 on H200. The kernel figures, at the sustained
     clock, give forward plus backward within 5 % of that share of the peak."""
-    from stepbudget.inputs.hardware import gpu_presets
     k = Kernels(**gpu_presets()[gpu]["kernels"])
     m = sb.load("llama3-405b").model.model_copy(update={"num_heads": 32, "kv_heads": 8, "hidden_size": 4096})
     peak = 2250e12 if gpu == "b200" else 989e12
@@ -271,12 +271,11 @@ def test_gpu_attention_figures_meet_an_in_step_measurement(gpu, measured):
 
 def _attention_core(gpu, kernel):
     """Llama 3 8B's causal attention core at 8K on one GPU, with ``kernel``'s rates."""
-    from stepbudget.enums import AttentionKernel
-    from stepbudget.inputs.hardware import gpu_presets
-    from stepbudget.plan.operators import attention_kernels
-    k = attention_kernels(Kernels(**gpu_presets()[gpu]["kernels"]), AttentionKernel(kernel))
+    spec = sb.load("llama3-405b", [f"cluster.gpu={gpu}"]).cluster.gpu
+    k = attention_kernels(spec.kernels, AttentionKernel(kernel))
     m = sb.load("llama3-405b").model.model_copy(update={"num_heads": 32, "kv_heads": 8, "hidden_size": 4096})
-    ops = layer_ops(m, 8192, 8192, 1, False, 1, 1, k, 989e12, 989e12, k.gemm, HBM)
+    peak = spec.peak_bf16_flops * k.clock
+    ops = layer_ops(m, 8192, 8192, 1, False, 1, 1, k, peak, peak, k.gemm, spec.hbm_Bps)
     return next(op for op in ops if op.kind == "attention")
 
 
@@ -285,9 +284,6 @@ def test_flash_attention_2_on_hopper_runs_at_its_published_share_of_flash_attent
     # its introduction: FA2 reaches only about 35 % of the H100's peak
     best, fa2 = _attention_core("h100-sxm", "best"), _attention_core("h100-sxm", "flash-attention-2")
     assert 1.5 <= float(fa2.fwd_s / best.fwd_s) <= 2.0 and 1.5 <= float(fa2.bwd_s / best.bwd_s) <= 1.75
-    from stepbudget.enums import AttentionKernel
-    from stepbudget.inputs.hardware import gpu_presets
-    from stepbudget.plan.operators import attention_kernels
     k = attention_kernels(Kernels(**gpu_presets()["h100-sxm"]["kernels"]), AttentionKernel.FLASH2)
     long_seq = (1 + ATTENTION_BWD_RATIO) / (1 / k.attention_fwd + ATTENTION_BWD_RATIO / k.attention_bwd)
     assert long_seq == pytest.approx(0.35, abs=0.01)  # forward and backward together, at long sequences
@@ -297,7 +293,7 @@ def test_flash_attention_2_on_hopper_runs_at_its_published_share_of_flash_attent
 def test_flash_attention_1_is_half_flash_attention_2_and_a100s_best_is_flash_attention_2():
     best, fa2, fa1 = (_attention_core("a100-sxm-80gb", k) for k in ("best", "flash-attention-2", "flash-attention-1"))
     assert float(fa2.fwd_s) == float(best.fwd_s)
-    overhead = Kernels().kernel_overhead_s  # the fixed per-kernel time does not halve
+    overhead = sb.load("llama3-405b", ["cluster.gpu=a100-sxm-80gb"]).cluster.gpu.kernels.kernel_overhead_s  # does not halve
     assert float(fa1.fwd_s - overhead) == pytest.approx(2 * float(fa2.fwd_s - overhead))
     assert float(fa1.bwd_s - overhead) == pytest.approx(2 * float(fa2.bwd_s - overhead))
 
@@ -307,5 +303,11 @@ def test_an_older_attention_kernel_is_never_faster_and_needs_a_published_figure(
                                                                    f"layout.attention_kernel={k}"]))).step_s)
              for k in ("best", "flash-attention-2", "flash-attention-1")]
     assert steps[0] < steps[1] < steps[2]
+    operators = ["cluster.achieved_flops=null", "cluster.rate_scope=kernel"]
     with pytest.raises(sb.ScenarioError, match="layout.attention_kernel: no published flash-attention-2 figure"):
-        sb.load("llama3-405b", ["cluster.gpu=b200", "layout.attention_kernel=flash-attention-2"])
+        sb.load("llama3-405b", [*operators, "cluster.gpu=b200", "layout.attention_kernel=flash-attention-2"])
+    with pytest.raises(sb.ScenarioError, match="layout.attention_kernel: flash-attention-1 is a fused kernel"):
+        sb.load("llama3-405b", ["layout.flash_attention=false", "layout.attention_kernel=flash-attention-1"])
+    # a GPU given by its figures alone has no FlashAttention-2 share until one is stated
+    with pytest.raises(sb.ScenarioError, match="give cluster.gpu.kernels.flash2_fwd"):
+        sb.load("llama3-405b", [*operators, "cluster.gpu.kernels.flash2_fwd=null", "layout.attention_kernel=flash-attention-2"])

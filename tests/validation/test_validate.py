@@ -433,7 +433,7 @@ def test_one_layer_of_korthikantis_22b_model_takes_its_measured_time(recompute, 
     assert layer_ms == pytest.approx(measured_ms, rel=0.08)
 
 
-def test_figure_lines_never_join_two_batch_sizes():
+def test_figure_lines_split_strong_scaling_series_by_batch_and_keep_weak_scaling_whole():
     # MegaScale Table 2 runs 175B at 768 sequences up to 1,024 GPUs and at 6,144 from 3,072 on
     from stepbudget.views.validation import figure_series
 
@@ -450,16 +450,23 @@ def test_figure_lines_never_join_two_batch_sizes():
 @pytest.mark.parametrize(("stated", "kernel"), [
     ("FlashAttention-2 (PyTorch SDPA flash backend)", "flash-attention-2"), ("flash_attn 2.5", "flash-attention-2"),
     ("FA2", "flash-attention-2"), ("FlashAttention-1", "flash-attention-1"), ("FlashAttention-3", "best"),
-    ("cuDNN fused attention", "best"), (None, "best"),
+    ("cuDNN fused attention", "best"), (None, "best"), ("flash_attn==2.5.8", "flash-attention-2"),
+    ("FlashAttention v1", "flash-attention-1"), ("torch SDPA (flash backend)", "flash-attention-2"),
+    ("FlashAttention-3 (flash_attn 2 interface)", "best"), ("flash-attention-12", "best"),
 ])
 def test_a_runs_attention_kernel_is_read_by_name(stated, kernel):
     run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
     run["layout"]["attention_kernel"] = stated
-    assert to_case(run).scenario.layout.attention_kernel == kernel
+    case = to_case(run)
+    assert case.scenario.layout.attention_kernel == kernel
+    # a kernel named without a version it can read is said, not guessed
+    assert any("attention kernel not read" in a for a in case.assumptions) == (stated == "flash-attention-12")
 
 
-@pytest.mark.parametrize(("zero", "kind"), [("SHARD_GRAD_OP", "zero2"), ("ZeRO-2", "zero2"), (2, "zero2"),
-                                           ("FSDP FULL_SHARD", "fsdp"), ("1", "zero1"), ("none", "ddp")])
+@pytest.mark.parametrize(("zero", "kind"), [("SHARD_GRAD_OP", "zero2"), ("FSDP SHARD_GRAD_OP", "zero2"),
+                                           ("ZeRO-2", "zero2"), ("ZeRO stage 2", "zero2"), (2, "zero2"),
+                                           ("FSDP FULL_SHARD", "fsdp"), ("1", "zero1"), ("ZeRO-1", "zero1"),
+                                           ("ZeRO-3", "zero3"), ("none", "ddp"), ("DDP (no ZeRO-2)", "ddp")])
 def test_zero_stages_by_name(zero, kind):
     run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
     run["layout"].pop("dp_type")

@@ -39,10 +39,10 @@ class Kernels(Frozen):
     """Share of the BF16 peak FlashAttention's backward reaches at long sequences."""
     attention_half_seq: float = Field(256.0, gt=0)
     """Sequence length (keys) at which attention efficiency halves."""
-    flash2_fwd: float | None = Field(1.0, gt=0, le=1)
+    flash2_fwd: float | None = Field(None, gt=0, le=1)
     """FlashAttention-2's forward speed as a share of ``attention_fwd``, this GPU's best kernel: 1 where
     FlashAttention-2 is the best (A100), None where no figure is published."""
-    flash2_bwd: float | None = Field(1.0, gt=0, le=1)
+    flash2_bwd: float | None = Field(None, gt=0, le=1)
     """FlashAttention-2's backward speed as a share of ``attention_bwd`` (as ``flash2_fwd``)."""
     hbm: float = Field(0.85, gt=0, le=1)
     """Share of the HBM bandwidth memory-bound kernels reach."""

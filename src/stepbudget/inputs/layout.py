@@ -12,6 +12,16 @@ from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
 
 
+def shard_groups_split(replicas, tp, cp, dp, ep=1, expert_tp=1, moe=False):
+    """Whether ``replicas`` HSDP groups split the DP x CP ranks (and, for an MoE model, an expert's
+    DP ranks, tp*cp*dp/(ep*expert_tp)) into shard groups of two or more ranks each; arrays broadcast."""
+    import numpy as np
+
+    groups = [np.asarray(dp) * cp] + ([np.asarray(tp) * cp * dp // (ep * expert_tp)] if moe else [])
+    ok = np.asarray(replicas) <= 1
+    return ok | np.logical_and.reduce([(g % replicas == 0) & (g >= 2 * replicas) for g in groups])
+
+
 class Layout(Frozen):
     """Parallel degrees and how each dimension runs. A degree of 1 means the axis is off."""
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError, model_validator
 from stepbudget.enums import AttentionKernel, DataParallel, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.hardware import Cluster, named_gpu
-from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision
+from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
 from stepbudget.inputs.model import Model
 
 DEFAULT_SCENARIO = "llama3-405b"
@@ -67,12 +67,8 @@ class Scenario(Frozen):
                 f"layout.pp: {slots} layer slots are not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
                 "choose degrees that divide the layers (or count embedding/loss in the pipeline split)"
             )
-        k = c.gpu.kernels
-        if lay.attention_kernel != AttentionKernel.BEST and (k.flash2_fwd is None or k.flash2_bwd is None):
-            raise ValueError(
-                f"layout.attention_kernel: no published {lay.attention_kernel} figure for {c.gpu.name}; "
-                "use attention_kernel=best or give cluster.gpu.kernels.flash2_fwd and flash2_bwd"
-            )
+        if lay.attention_kernel != AttentionKernel.BEST:
+            self._check_attention_kernel()
         if m.moe is None and lay.ep > 1:
             raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
         if m.moe is not None:
@@ -98,19 +94,31 @@ class Scenario(Frozen):
             raise ValueError("layout.schedule: DualPipe needs an even number of micro-batches per pipeline")
         return self
 
+    def _check_attention_kernel(self) -> None:
+        lay, c, k = self.layout, self.cluster, self.cluster.gpu.kernels
+        if not lay.flash_attention:
+            raise ValueError(f"layout.attention_kernel: {lay.attention_kernel} is a fused kernel, but flash_attention "
+                             "is false; set attention_kernel=best or flash_attention=true")
+        stated = c.achieved_flops is not None or c.achieved_fraction is not None  # the operator model does not run
+        if not stated and (k.flash2_fwd is None or k.flash2_bwd is None):
+            raise ValueError(
+                f"layout.attention_kernel: no published {lay.attention_kernel} figure for {c.gpu.name}; "
+                "use attention_kernel=best or give cluster.gpu.kernels.flash2_fwd and flash2_bwd"
+            )
+
     def _check_replicas(self) -> None:
-        lay, r = self.layout, self.layout.dp_replicas
+        lay, r, moe = self.layout, self.layout.dp_replicas, self.model.moe is not None
         if lay.dp_kind == DataParallel.DDP:
             raise ValueError("layout.dp_replicas: ddp shards nothing to replicate; set dp_replicas=1 or a sharded "
                              "dp_kind (zero1, zero2, zero3, fsdp)")
-        groups = {"dp*cp": lay.dp * lay.cp}
-        if self.model.moe is not None:
-            groups["the expert DP group, tp*cp*dp/(ep*expert_tp)"] = (
-                lay.tp * lay.cp * lay.dp // (lay.ep * lay.expert_tp_degree))
-        for name, size in groups.items():
-            if size % r or size == r:
-                raise ValueError(f"layout.dp_replicas: {r} replicas must split {name} = {size} into shard groups of "
-                                 f"2 or more ranks; use a proper divisor of {size}")
+        if not shard_groups_split(r, lay.tp, lay.cp, lay.dp):
+            raise ValueError(f"layout.dp_replicas: {r} replicas must split dp*cp = {lay.dp * lay.cp} into shard groups "
+                             f"of 2 or more ranks; use a divisor of {lay.dp * lay.cp} no larger than half of it")
+        if not shard_groups_split(r, lay.tp, lay.cp, lay.dp, lay.ep, lay.expert_tp_degree, moe):
+            experts = lay.tp * lay.cp * lay.dp // (lay.ep * lay.expert_tp_degree)
+            raise ValueError(f"layout.dp_replicas: HSDP needs an expert DP group (tp*cp*dp/(ep*expert_tp) = {experts}) "
+                             f"of 2*dp_replicas = {2 * r} ranks or more that dp_replicas divides; lower layout.ep or "
+                             "set dp_replicas=1")
 
     @property
     def pipeline_slots(self) -> int:

@@ -155,7 +155,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     params_dense_per_gpu = (counts.params_total - counts.params_routed_experts) / (tp * pp)
     params_expert_per_gpu = counts.params_routed_experts / (ep * etp * pp)
     replicas = lay.dp_replicas  # HSDP: the state is sharded inside each group and replicated across them
-    dp_group, expert_dp_group = dp * cp / replicas, tp * cp * dp / (ep * etp) / replicas
+    dp_group, expert_dp_group = dp * cp // replicas, tp * cp * dp / (ep * etp) / replicas  # scenario checks they split
     recompute_extra = np.choose(
         rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full")]
     )

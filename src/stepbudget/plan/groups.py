@@ -39,7 +39,8 @@ def tier_slowdown(degree, stride, tiers: tuple[Tier, ...], pattern: str) -> np.n
     degree, stride = np.broadcast_arrays(np.asarray(degree, float), np.asarray(stride, float))
     factor = np.ones_like(degree)
     for tier in tiers:
-        domains = np.maximum(np.ceil(degree * stride / tier.domain_gpus), 1)
+        # a group cannot span more domains than it has members (far-apart members: one each)
+        domains = np.clip(np.ceil(degree * stride / tier.domain_gpus), 1, np.maximum(degree, 1))
         crossing = domains / degree if pattern == "ring" else 1 - 1 / domains
         factor = np.maximum(factor, np.where(domains > 1, tier.oversubscription * crossing, 1.0))
     return factor

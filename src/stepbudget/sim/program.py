@@ -138,6 +138,7 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     dp = {"reduce": 0.0, "gather": 0.0}
     dp_rounds = {"reduce": 1, "gather": 1}
     dp_edge = {"reduce": 0.0, "gather": 0.0}  # the time of the last bucket (first, for gathers) of a round
+    replicas_s = 0.0
     pp_call, pp_exposed = 0.0, 0.0
     behind = 0.0  # DP and PP time the budget hides behind compute: its SM share is charged evenly below
     layers = int(plan.layer_units)
@@ -153,6 +154,8 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
             on_nic[x.dim] |= bool(float(x.nic_bytes) > 0)
         elif x.dim == Axis.PP:
             pp_call, pp_exposed = float(x.call_s), e
+        elif x.dim == Axis.DP and x.what.endswith("across replicas"):
+            replicas_s += t  # HSDP: once per step, after the last micro-batch's reduce-scatters
         elif x.dim == Axis.DP:
             kind = "gather" if x.collective.value == "all-gather" else "reduce"
             units = float(np.asarray(x.units))
@@ -320,11 +323,13 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
             n = slots if rounds > 1 else buckets_of("reduce")
             per_bucket = dp["reduce"] / (rounds * n)
             ready: dict[tuple[int, int], int] = {}  # (micro-batch, bucket) -> its last backward task
+            replica_sums: list[int] = []
             for mb in range(m - rounds, m):
                 for c in range(v_run):
                     for layer in range(layers_per_chunk):
                         key = (mb, bucket(c, layer, n))
                         ready[key] = max(ready.get(key, -1), layer_tasks[("B", mb, c, layer, s)])
+            last_round = sum(1 for mb, _ in ready if mb == m - 1)
             for after, (mb, k) in sorted((t, key) for key, t in ready.items()):  # in backward order
                 if dp_not_overlapped:
                     after = last_compute[s]  # not overlapped: after the stage's backward ends
@@ -333,6 +338,12 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
                 due = -1 if after == last_compute[s] else last_compute[s]
                 buckets.append(b.add(transfer(f"DP reduce s{s} m{mb} bucket {k}", per_bucket * capacity[L], [L],
                                               deps), "dp", "reduce", s, deadline=due))
+                if replicas_s > 0 and mb == m - 1:  # the bucket's shard, summed across the HSDP replicas
+                    deps = [buckets[-1]] + replica_sums[-1:]
+                    replica_sums.append(b.add(transfer(f"DP all-reduce across replicas s{s} bucket {k}",
+                                                       replicas_s / last_round * capacity[L], [L], deps), "dp", "reduce", s,
+                                              deadline=due))
+            buckets += replica_sums
         opt = b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]), "compute",
                     "optimizer", s)
         finals.append(opt)

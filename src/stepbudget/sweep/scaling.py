@@ -21,6 +21,7 @@ from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
 from stepbudget.budget.step import estimate
 from stepbudget.enums import Axis
+from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import kernel_scenario
@@ -95,6 +96,14 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
         raise ScenarioError(
             f"--gpus: at {n} GPUs dp = {d} and micro_batch {lay.micro_batch} do not divide the {seqs0} sequences of the "
             f"batch; choose sizes where dp*micro_batch divides it, or use --weak"
+        )
+    r = lay.dp_replicas
+    split = shard_groups_split(r, lay.tp, lay.cp, dp, lay.ep, lay.expert_tp_degree, base.model.moe is not None)
+    if not np.all(split):
+        n, d = sizes[int(np.argmin(split))], dp[int(np.argmin(split))]
+        raise ScenarioError(
+            f"--gpus: at {n} GPUs dp = {d} does not split into layout.dp_replicas = {r} shard groups of 2 or more "
+            "ranks; choose sizes whose dp*cp is a multiple of 2*dp_replicas, or lower dp_replicas"
         )
     points = [_evaluate(base, n, int(s), {"dp": np.asarray(d)}) for n, d, s in zip(sizes, dp, seqs)]
     return ScaleCurve(base, "weak" if weak else "strong", False, points, rate)

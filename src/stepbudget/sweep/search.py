@@ -92,7 +92,12 @@ def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
 
 
-def _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped) -> None:
+def _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped, space) -> None:
+    if evaluated == 0 and bad_schedule == 0 and space.dp_replicas > 1:
+        raise SearchError(
+            f"layout.dp_replicas: no layout on {space.gpus:,} GPUs splits dp*cp into {space.dp_replicas} shard groups "
+            "of 2 or more ranks with a sharded dp_kind; lower dp_replicas or use more GPUs"
+        )
     if evaluated == 0:
         raise SearchError(
             f"every candidate layout breaks a pipeline schedule's micro-batch rule ({bad_schedule:,} rejected); "
@@ -175,7 +180,7 @@ def search(
                     sink.write(cols | m | {"fits": fits})
             if progress is not None:
                 progress(done, space.size)
-        _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped)
+        _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped, space)
     tops.sort(key=_rank)
     return SearchResult(
         scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,

@@ -26,6 +26,7 @@ import numpy as np
 
 from stepbudget.budget.pipeline import SCHEDULE_CODES, schedule_valid
 from stepbudget.enums import DataParallel, Recompute, Schedule
+from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.derive import CP_KIND_CODES
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
@@ -71,6 +72,7 @@ class Space:
     """Why there are no structures, naming the constraint (None when there are some)."""
     dp_replicas: int = 1
     """The scenario's HSDP replicas: a layout must split its DP groups into shard groups of 2 or more."""
+    moe: bool = False
 
     @property
     def size(self) -> int:
@@ -101,9 +103,8 @@ class Space:
         )
         r = self.dp_replicas
         if r > 1:  # every DP group splits into shard groups of two or more, and DDP has nothing to replicate
-            expert_group = c["tp"] * c["cp"] * c["dp"] // (c["ep"] * c["expert_tp"])
-            distinct &= ((dp_group % r == 0) & (dp_group > r) & (expert_group % r == 0) & (expert_group > r)
-                         & (c["dp_kind"] != _DDP))
+            distinct &= shard_groups_split(r, c["tp"], c["cp"], c["dp"], c["ep"], c["expert_tp"], self.moe)
+            distinct &= c["dp_kind"] != _DDP
         fits_batch = whole & distinct
         sched_ok = schedule_valid(c["schedule"], c["pp"], np.maximum(m, 1), c["virtual_stages"])
         return fits_batch & sched_ok, int(np.count_nonzero(fits_batch & ~sched_ok))
@@ -174,4 +175,4 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
         dtype=np.int64,
     )
     return Space(gpus=n, global_batch_seqs=seqs, structures=structures, choices=choices, empty_reason=empty,
-                 dp_replicas=scenario.layout.dp_replicas)
+                 dp_replicas=scenario.layout.dp_replicas, moe=scenario.model.moe is not None)

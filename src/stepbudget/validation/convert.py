@@ -73,6 +73,16 @@ NVLINK_BUSBW_SHARE = 370 / 450
 NIC_BUSBW_SHARE = 47 / 50
 """Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
 
+DP_KINDS = (
+    (r"shard.?grad.?op", "zero2"),  # PyTorch FSDP's ZeRO-2: gradients and optimizer state sharded
+    (r"fsdp|full.?shard", "fsdp"),
+    (r"\b(none|ddp)\b", "ddp"),  # every DP rank keeps whole optimizer state: gradients all-reduced
+    (r"zero.?(stage.?)?3|^3\b", "zero3"),
+    (r"distributed.?optimizer|zero.?(stage.?)?1|^1\b", "zero1"),
+    (r"zero.?(stage.?)?2|^2\b", "zero2"),
+)
+"""A runs file's ``zero_stage`` (and ``dp_type``) text -> the model's dp_kind: the first pattern that matches."""
+
 NVLINK_PER_DIRECTION = {  # datasheet totals / 2
     "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s",
     "h200-sxm": "450GB/s", "b200": "900GB/s",
@@ -141,15 +151,23 @@ def _gpu(text: str) -> str | None:
     return next((key for word, key in _GPU_NAMES if word in low), None)
 
 
-def attention_kernel(text) -> str | None:
-    """A run's ``layout.attention_kernel`` as the model's choice: FlashAttention-1 or -2 by name, None for
-    the GPU's best (FlashAttention-3, cuDNN, or not stated)."""
-    t = _text(text).replace(" ", "").replace("_", "-")
-    if re.search(r"flash-?attn-?1|flash-?attention-?1|\bfa-?1\b", t):
-        return "flash-attention-1"
-    if re.search(r"flash-?attn-?2|flash-?attention-?2|\bfa-?2\b|sdpa-?flash", t):
-        return "flash-attention-2"
-    return None
+_BEST_ATTENTION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*3(?![0-9])|\bfa-?3\b|cudnn"
+_ATTENTION_VERSION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*([12])(?![0-9])|\bfa-?([12])\b"
+
+
+def _attention_kernel(text) -> tuple[str | None, bool]:
+    """A run's ``layout.attention_kernel`` as the model's choice (FlashAttention-1 or -2 by version, PyTorch
+    SDPA's flash backend as FlashAttention-2, None for the GPU's best: FlashAttention-3, cuDNN, unstated),
+    and whether the text said which kernel ran."""
+    t = _text(text)
+    if re.search(_BEST_ATTENTION, t):
+        return None, True
+    version = re.search(_ATTENTION_VERSION, t)
+    if version:
+        return f"flash-attention-{version.group(1) or version.group(2)}", True
+    if "sdpa" in t and "flash" in t:
+        return "flash-attention-2", True  # PyTorch SDPA's flash backend is FlashAttention-2
+    return None, not re.search(r"flash|sdpa", t)
 
 
 def _text(value) -> str:
@@ -288,16 +306,14 @@ def to_case(run: dict) -> Case:
     out["recompute"] = "full" if "full" in recompute else "selective" if ("selective" in recompute or
                                                                           "remateriali" in recompute) else "none"
     zero = _text(lay.get("zero_stage")) + " " + _text(lay.get("dp_type"))
-    if "fsdp" in zero:
-        out["dp_kind"] = "fsdp"
+    kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero.strip())), None)
+    if kind:
+        out["dp_kind"] = kind
+    elif zero.strip():
+        notes.append(f"zero_stage not read ({zero.strip()[:40]!r}): {out.get('dp_kind', 'zero1')}")
+    if kind == "fsdp":
         out["reshard_after_forward"] = "not resharded" not in zero
-    elif "distributed-optimizer" in zero or zero.strip().startswith("1"):
-        out["dp_kind"] = "zero1"
-    elif re.search(r"shard.?grad.?op|zero.?2", zero) or zero.strip().startswith("2"):
-        out["dp_kind"] = "zero2"  # gradients and optimizer state sharded, parameters whole (FSDP SHARD_GRAD_OP)
-    elif re.search(r"\b(none|ddp)\b", zero):
-        out["dp_kind"] = "ddp"  # every DP rank keeps whole optimizer state: grads all-reduced
-    if lay.get("dp_replicas"):
+    if lay.get("dp_replicas") is not None:
         out["dp_replicas"] = lay["dp_replicas"]  # HSDP: sharded inside each group, replicated across them
     order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
@@ -339,9 +355,11 @@ def to_case(run: dict) -> Case:
         out["ep_kind"] = "deepep"  # one NIC copy per target node, NVLink forwards it (DeepEP; DeepSeek-V3 3.2.2)
     if out.get("cp_kind") == "ring":
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
-    kernel = attention_kernel(lay.get("attention_kernel"))
+    kernel, read = _attention_kernel(lay.get("attention_kernel"))
     if kernel:
         out["attention_kernel"] = kernel
+    elif not read:
+        notes.append(f"attention kernel not read ({_text(lay.get('attention_kernel'))[:40]!r}): the GPU's best")
     elif source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1

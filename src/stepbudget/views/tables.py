@@ -61,7 +61,8 @@ def budget_dict(budget: Budget) -> dict:
         "gpus": sc.cluster.gpus,
         "layout": {k: getattr(sc.layout, k) for k in ("tp", "cp", "pp", "dp", "ep")}
         | {"virtual_stages": sc.layout.virtual_stages, "schedule": sc.layout.schedule.value,
-           "dp_kind": sc.layout.dp_kind.value, "micro_batch": sc.layout.micro_batch},
+           "dp_kind": sc.layout.dp_kind.value, "dp_replicas": sc.layout.dp_replicas, "micro_batch": sc.layout.micro_batch,
+           "attention_kernel": sc.layout.attention_kernel.value},
         "tokens_per_step": p.tokens_per_step,
         "microbatches": _num(p.microbatches),
         "flops_convention": sc.flops.convention,

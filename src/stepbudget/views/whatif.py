@@ -46,7 +46,9 @@ def whatif_table(variants: list[Variant]) -> Table:
         t.add_row(label, *(fmt(x) + (_ratio(x, values[0]) if compare and i else "") for i, x in enumerate(values)))
 
     t.add_row("GPUs", *(f"{v.scenario.cluster.gpus:,} {v.scenario.cluster.gpu.name.split()[0]}" for v in variants))
-    t.add_row("layout", *(degrees_label(lambda a, lay=v.scenario.layout: getattr(lay, a)) for v in variants))
+    t.add_row("layout", *(degrees_label(lambda a, lay=v.scenario.layout: getattr(lay, a))
+                          + (f" HSDP{v.scenario.layout.dp_replicas}" if v.scenario.layout.dp_replicas > 1 else "")
+                          for v in variants))
     f = lambda x: float(x)  # noqa: E731
     row("step", lambda v: f(v.budget.step_s), fmt_time)
     row("compute", lambda v: f(v.budget.compute_s), fmt_time)
