@@ -5,6 +5,8 @@ from hypothesis import strategies as st
 
 from stepbudget.budget.collectives import FLAT, HIERARCHICAL, IN_NETWORK, TREE, call_cost, ring_factor
 from stepbudget.enums import Collective
+from stepbudget.inputs.hardware import Tier
+from stepbudget.plan.groups import tier_slowdown
 
 RING_COLLS = [Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.ALL_TO_ALL]
 
@@ -79,3 +81,11 @@ def test_array_inputs_broadcast_elementwise():
         one = cost(Collective.ALL_REDUCE, S[i], n[i], q[i], a_nv=1e-6, a_nic=1e-5)
         assert float(out.time_s[i]) == float(one.time_s)
         assert float(out.nic_bytes[i]) == float(one.nic_bytes)
+
+
+@given(degree=st.integers(1, 1 << 16), stride=st.integers(1, 1 << 16), domain=st.integers(8, 1 << 15),
+       over=st.floats(1, 16), pattern=st.sampled_from(["ring", "all-to-all"]))
+def test_a_tier_never_slows_a_group_by_more_than_its_oversubscription(degree, stride, domain, over, pattern):
+    # a ring crosses a tier at most once per hop, an all-to-all sends at most all its bytes out of a domain
+    f = float(tier_slowdown(degree, stride, (Tier(domain_gpus=domain, oversubscription=over),), pattern))
+    assert 1.0 <= f <= max(over, 1.0) + 1e-12

@@ -132,6 +132,7 @@ def test_cli_plot_writes_the_figure(tmp_path, suffix, magic):
     (["--gpus", "16384", "--plot", "no/such/folder/fig.png"], "does not exist"),
     (["--gpus", "1000"], "multiples of 128"),
     (["--gpus", "x"], "--gpus"),
+    (["--gpus", "128,1024", "--set", "layout.dp_replicas=2"], "layout.dp_replicas = 2 shard groups"),
 ])
 def test_cli_bad_input_is_one_line(args, fragment):
     result = CliRunner().invoke(app, ["scale", "llama3-405b", *args])

@@ -355,3 +355,8 @@ def test_a_search_keeps_the_scenarios_replicas_in_layouts_that_split_into_shard_
         sc = scenario_for(res.scenario, row, res.gpus)
         assert sc.layout.dp_replicas == 2
         assert float(sb.estimate(sb.derive(sc)).step_s) == pytest.approx(row["step_s"], rel=REL)
+
+
+def test_a_search_no_layout_splits_into_replicas_says_so():
+    with pytest.raises(SearchError, match="layout.dp_replicas: no layout on 8 GPUs"):
+        search(sb.load("megascale-175b", ["layout.dp_replicas=8"]), gpus=8)
