@@ -538,3 +538,13 @@ def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnot
     assert "derived from" not in console.export_text()
     console.print(runs_table(validate()[0]))
     assert "derived from" in console.export_text()
+
+
+def test_a_run_that_states_a_different_hbm_gets_it_and_rounding_does_not_count():
+    rows, _ = validate(TORCHTITAN)
+    gt = next(r.case for r in rows if r.case.id == "torchtitan_llama31_8b_h100_8gpu_fsdp_bf16")
+    gpu = gt.scenario.cluster.gpu
+    assert gpu.hbm_Bps == 2.4e12 and gpu.hbm_bytes == 96e9 and gpu.peak_bf16_flops == 989e12  # Grand Teton's HBM2e
+    assert any("HBM as the run states" in a for a in gt.assumptions)
+    # DeepSeek-V3's "3.4 TB/s" is the H800's 3.35 rounded: the datasheet stands
+    assert to_case(RUNS["deepseek_v3_isca25_table4_mpft"]).scenario.cluster.gpu.hbm_Bps == 3.35e12

@@ -45,8 +45,10 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from stepbudget.inputs.hardware import named_gpu
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, preset_names, raw_scenario
 from stepbudget.plan.flops import model_counts
+from stepbudget.units import parse
 from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
 
 MFU_CONVENTION = {
@@ -155,6 +157,23 @@ _BEST_ATTENTION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*3(?![0
 _ATTENTION_VERSION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*([12])(?![0-9])|\bfa-?([12])\b"
 
 
+def _stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
+    """The named GPU, or a copy with the HBM size and bandwidth the run states where they differ from its
+    datasheet by more than 5 % (a variant part, as Grand Teton's 96 GB HBM2e H100s; closer is rounding)."""
+    spec = named_gpu(gpu)
+    changed = {}
+    for key, attr, unit, scale, kind in (("hbm_gb", "hbm_bytes", "GB", 1e9, "bytes"),
+                                         ("hbm_bw_tbps", "hbm_Bps", "TB/s", 1e12, "rate")):
+        stated, datasheet = hw.get(key), parse(spec[attr], kind)
+        if isinstance(stated, (int, float)) and stated > 0 and abs(stated * scale / datasheet - 1) > 0.05:
+            changed[attr] = f"{stated}{unit}"
+    if not changed:
+        return gpu
+    spec.update(changed, name=f"{spec['name']} ({', '.join(changed.values())} as the run states)")
+    notes.append(f"HBM as the run states: {', '.join(changed.values())}")
+    return spec
+
+
 def _attention_kernel(text) -> tuple[str | None, bool]:
     """A run's ``layout.attention_kernel`` as the model's choice (FlashAttention-1 or -2 by version, PyTorch
     SDPA's flash backend as FlashAttention-2, None for the GPU's best: FlashAttention-3, cuDNN, unstated),
@@ -241,8 +260,8 @@ def to_case(run: dict) -> Case:
         notes.append("Ampere SKU not stated: A100 SXM 80GB")
     if gpu == "a100-sxm-80gb" and (hw.get("hbm_gb") == 40 or re.search(r"40\s*gb", _text(hw.get("gpu")))):
         gpu = "a100-sxm-40gb"
-    cl.update(gpu=gpu, gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None, rate_scope="kernel",
-              nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
+    cl.update(gpu=_stated_memory(gpu, hw, notes), gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None,
+              rate_scope="kernel", nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
     g = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
     cl["gpus_per_node"] = g
     if hw.get("nvlink_bw_gbps"):
