@@ -66,6 +66,10 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    SELECTIVE_OP = "selective-op"
+    """PyTorch's per-op selective checkpointing as torchtitan applies it: every second matmul of a block
+    (in execution order: wq, wk, wv, wo, then the MLP's) and every memory-bound operator run again;
+    the attention output and the other matmuls are saved."""
 
 
 class AttentionKernel(StrEnum):

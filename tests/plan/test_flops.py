@@ -45,3 +45,17 @@ def test_full_recompute_adds_one_forward_of_the_layers():
     c = model_counts(load("hpn-gpt3-175b").model, "noncausal")
     layers_train = c.flops_per_token - 3 * 2 * 12288 * 51200
     assert (layers_train + c.recompute_flops_per_token["full"]) / layers_train == pytest.approx(4 / 3)
+
+
+def test_per_op_selective_checkpointing_recomputes_every_second_matmul():
+    # torchtitan: every matmul's output saved "except every second mm" in wq, wk, wv, wo, w1, w3, w2 order:
+    # wk, wo and w3 run again. Llama 3.1 8B: 4,096 x 1,024 + 4,096 x 4,096 + 4,096 x 14,336 per layer
+    m = Model(name="8B", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8, ffn_size=14336,
+              activation="swiglu", vocab_size=128256, seq_len=8192)
+    again = model_counts(m).recompute_flops_per_token["selective-op"]
+    assert again == 32 * 2 * (4096 * 1024 + 4096 * 4096 + 4096 * 14336)
+    linear = 32 * 2 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336)
+    assert again / linear == pytest.approx(0.365, abs=0.002)  # about 37 % of the layers' linear forward
+    # a two-matrix MLP recomputes its down projection instead
+    gelu = m.model_copy(update={"activation": "gelu"})
+    assert model_counts(gelu).recompute_flops_per_token["selective-op"] == again

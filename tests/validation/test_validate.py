@@ -519,6 +519,10 @@ def test_out_of_sample_torchtitan_runs_agree_on_what_fp8_and_async_tp_buy():
     one, inter = (by_id[f"torchtitan_llama31_405b_h100_512gpu_fsdp8_tp8_pp8_{s}_fp8"] for s in ("1f1b", "interleaved"))
     assert inter.case.measured_step_s < one.case.measured_step_s and inter.predicted_step_s < one.predicted_step_s
     assert all(r.case.scenario.precision.grads == 4 for r in rows)  # FSDP2 reduces in FP32
+    # torchtitan's per-op selective checkpointing is read as such, full checkpointing as full
+    recompute = {r.case.id: r.case.scenario.layout.recompute for r in rows}
+    assert recompute["torchtitan_llama3_8b_a100_64gpu_fsdp_sacop_bf16"] == "selective-op"
+    assert recompute["torchtitan_llama3_70b_a100_64gpu_fsdp_full_bf16"] == "full"
 
 
 def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnote():

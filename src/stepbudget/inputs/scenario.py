@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, model_validator
 
-from stepbudget.enums import AttentionKernel, DataParallel, Schedule
+from stepbudget.enums import AttentionKernel, DataParallel, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
@@ -69,6 +69,9 @@ class Scenario(Frozen):
             )
         if lay.attention_kernel != AttentionKernel.BEST:
             self._check_attention_kernel()
+        if lay.recompute == Recompute.SELECTIVE_OP and (m.moe or m.mla or m.parallel_block or not lay.flash_attention):
+            raise ValueError("layout.recompute: selective-op (torchtitan's per-op checkpointing) is modelled for dense "
+                             "standard blocks with FlashAttention; use selective or full for this model")
         if m.moe is None and lay.ep > 1:
             raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
         if m.moe is not None:

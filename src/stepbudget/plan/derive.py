@@ -18,7 +18,8 @@ from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
 from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
-from stepbudget.plan.operators import Op, attention_kernels, head_ops, layer_ops, layer_times, optimizer_s
+from stepbudget.plan.operators import (Op, attention_kernels, head_ops, layer_ops, layer_times, op_sac_again,
+                                       optimizer_s)
 
 CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
 
@@ -157,7 +158,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     replicas = lay.dp_replicas  # HSDP: the state is sharded inside each group and replicated across them
     dp_group, expert_dp_group = dp * cp // replicas, tp * cp * dp / (ep * etp) / replicas  # scenario checks they split
     recompute_extra = np.choose(
-        rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full")]
+        rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full", "selective-op")]
     )
     model_flops = counts.flops_per_token * tokens / gpus  # balanced split of the step's FLOPs
     hw_flops = (counts.flops_per_token + recompute_extra) * tokens / gpus
@@ -293,7 +294,9 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
                       **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
-    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd])  # none, selective, full
+    # none, selective, full, selective-op
+    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd,
+                            op_sac_again(model, layer) * np.ones_like(fwd)])
     head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
     head_fwd, head_bwd = layer_times(head)
     # a pipeline runs at the pace of its busiest stage: the last one carries the output layer

@@ -72,6 +72,15 @@ def attention_widths(model: Model) -> tuple[float, float]:
     return q, q
 
 
+def op_sac_params(model: Model) -> float:
+    """Weights per layer whose matmul per-op selective checkpointing runs again: the even ones of wq, wk, wv,
+    wo, w1, w3, w2 (SwiGLU) or wq, wk, wv, wo, w1, w2 (two-matrix MLP), counted in execution order
+    (torchtitan activation_checkpoint.py: every matmul's output is saved "except every second mm")."""
+    h, d = model.hidden_size, model.head_width
+    wk, wo, w = h * model.kv_heads * d, model.num_heads * d * h, h * model.ffn_size
+    return wk + wo + w  # wk, wo and w3 (SwiGLU) or w2 (two matrices): each h x f
+
+
 def model_counts(model: Model, convention: str = "causal") -> ModelCounts:
     """Parameter and FLOP counts. ``convention``: "6N", "causal" or "noncausal" (formulas.md 2.1-2.4)."""
     h, L, V, s = model.hidden_size, model.num_layers, model.vocab_size, model.seq_len
@@ -118,6 +127,7 @@ def model_counts(model: Model, convention: str = "causal") -> ModelCounts:
         Recompute.NONE.value: 0.0,
         Recompute.SELECTIVE.value: L * core_fwd,  # attention core forward again (Korthikanti 5)
         Recompute.FULL.value: layers_fwd,  # one more forward of every layer; logits not recomputed (Narayanan 5.1)
+        Recompute.SELECTIVE_OP.value: L * 2 * op_sac_params(model),  # torchtitan's per-op policy: every second matmul
     }
     return ModelCounts(
         params_total=float(params_total),

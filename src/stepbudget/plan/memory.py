@@ -61,6 +61,7 @@ RECOMPUTE_CODES: dict[Recompute, int] = {
     Recompute.NONE: 0,
     Recompute.SELECTIVE: 1,
     Recompute.FULL: 2,
+    Recompute.SELECTIVE_OP: 3,  # stores at most what none stores: memory counted as none's
 }
 """Integer code of each recompute mode, for sweeps that carry it as an int array."""
 

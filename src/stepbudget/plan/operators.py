@@ -244,6 +244,18 @@ def optimizer_s(params_updated, optimizer_bytes: float, grad_bytes: float, param
     return nbytes / (hbm_Bps * kernels.hbm)
 
 
+def op_sac_again(model: Model, ops: list[Op]) -> np.ndarray:
+    """Forward seconds of one layer that per-op selective checkpointing runs again (torchtitan's policy,
+    ``Recompute.SELECTIVE_OP``): wk of the QKV GEMM, the attention output, w3 of a SwiGLU MLP's up GEMM or
+    a two-matrix MLP's down GEMM, and every memory-bound operator; attention is saved."""
+    a, kv = model.num_heads, model.kv_heads
+    gated = model.activation == Activation.SWIGLU
+    again = {"qkv": kv / (a + 2 * kv), "attention out": 1.0, "mlp up": 0.5 if gated else 0.0,
+             "mlp down": 0.0 if gated else 1.0}
+    return sum(op.share * op.fwd_s * (again.get(op.name, 0.0) if op.kind == "gemm" else float(op.kind == "memory"))
+               for op in ops)
+
+
 def layer_times(ops: list[Op]) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) seconds of one average layer for one micro-batch."""
     fwd = sum(op.share * op.fwd_s for op in ops)

@@ -168,7 +168,7 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
             (mb, DP_KIND_CODES[kind], int(reshard), RECOMPUTE_CODES[rec], sp, cpk)
             for mb in mbs
             for kind, reshard in _DP_CHOICES
-            for rec in Recompute
+            for rec in (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)  # selective-op: one framework's policy
             for sp in (1, 0)
             for cpk in CP_KIND_CODES.values()
         ],

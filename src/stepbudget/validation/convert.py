@@ -322,8 +322,9 @@ def to_case(run: dict) -> Case:
     if lay.get("flash_attention") is not None:
         out["flash_attention"] = _flag(lay["flash_attention"])
     recompute = _text(lay.get("recompute"))
-    out["recompute"] = "full" if "full" in recompute else "selective" if ("selective" in recompute or
-                                                                          "remateriali" in recompute) else "none"
+    op_sac = re.search(r"per.?op|op.?sac|sac.?op|selective_ac_option\W*op", recompute)
+    out["recompute"] = ("full" if "full" in recompute else "selective-op" if op_sac else
+                        "selective" if ("selective" in recompute or "remateriali" in recompute) else "none")
     zero = _text(lay.get("zero_stage")) + " " + _text(lay.get("dp_type"))
     kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero.strip())), None)
     if kind:
