@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import stepbudget as sb
-from stepbudget.budget.memory import COMPONENTS, memory_per_gpu
+from stepbudget.budget.memory import COMPONENTS, layer_widths, memory_per_gpu
 from stepbudget.cli import app
+from stepbudget.plan.memory import layer_activation_bytes
 from stepbudget.sweep.search import scenario_for
 
 # GPT-3 175B (hpn-gpt3-175b preset)
@@ -318,3 +319,14 @@ def test_memory_cli_bad_input_is_one_line():
     assert r.exit_code == 2
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("stepbudget: error: layout")
+
+
+
+def test_per_op_checkpointing_keeps_the_saved_matmul_outputs():
+    # Llama 3.1 8B, no TP: the layer input, Q, V, the attention output, w1's output and w2's output
+    m = sb.load("llama3-405b").model.model_copy(update={"num_layers": 32, "hidden_size": 4096, "num_heads": 32,
+                                                        "kv_heads": 8, "ffn_size": 14336})
+    per = {r: float(layer_activation_bytes(1, 1, 1, False, r, True, **layer_widths(m)))
+           for r in ("none", "selective-op", "full")}
+    assert per["selective-op"] == 2 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096)
+    assert per["full"] < per["selective-op"] < per["none"]

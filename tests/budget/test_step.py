@@ -286,3 +286,13 @@ def test_the_simulator_times_hsdp_as_the_budget_does(nic):
     if nic == "25Gb/s":
         assert float(ar.time_s) > 1.0
     assert float(sb.simulate(sc).step_s) == pytest.approx(float(b.step_s), rel=0.02)
+
+
+
+def test_per_op_checkpointing_gathers_the_sequence_parallel_inputs_again():
+    # wk and w3 need their all-gathered inputs again; torchtitan saves the reduce-scatter outputs
+    base = ["cluster.achieved_flops=null", *KERNEL]
+    none, op = (one("llama3-405b", *base, f"layout.recompute={r}") for r in ("none", "selective-op"))
+    calls = lambda b, coll: float(next(x.calls for x in rows(b, Axis.TP) if x.collective.value == coll))  # noqa: E731
+    assert calls(op, "all-gather") == 1.5 * calls(none, "all-gather")
+    assert calls(op, "reduce-scatter") == calls(none, "reduce-scatter")

@@ -44,6 +44,10 @@ def test_the_shipped_file_is_the_shared_one():
     ("measured.step_time_s", float("inf"), "measured.step_time_s"),
     ("measured.mfu_pct", float("nan"), "measured.mfu_pct"),
     ("source", "MegaScale", "source"),
+    ("hardware.hbm_gb", "80GB", "hardware.hbm_gb"),
+    ("hardware.hbm_bw_tbps", True, "hardware.hbm_bw_tbps"),
+    ("hardware.hbm_bw_tbps", -1, "hardware.hbm_bw_tbps"),
+    ("layout.dp_replicas", 0, "layout.dp_replicas"),
 ])
 def test_loader_rejects_a_malformed_run_naming_its_id_and_field(tmp_path, field, value, fragment):
     run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
@@ -552,3 +556,15 @@ def test_a_run_that_states_a_different_hbm_gets_it_and_rounding_does_not_count()
     assert any("HBM as the run states" in a for a in gt.assumptions)
     # DeepSeek-V3's "3.4 TB/s" is the H800's 3.35 rounded: the datasheet stands
     assert to_case(RUNS["deepseek_v3_isca25_table4_mpft"]).scenario.cluster.gpu.hbm_Bps == 3.35e12
+
+
+@pytest.mark.parametrize(("stated", "mode"), [
+    ("selective (torchtitan per-op SAC: saves matmul outputs except every second one)", "selective-op"),
+    ("Selective op AC", "selective-op"), ("selective_ac_option = 'op'", "selective-op"),
+    ("none; developer option", "none"), ("selective (upper optimisation)", "selective"),
+    ("full activation checkpointing", "full"), ("selective", "selective"), (None, "none"),
+])
+def test_recompute_modes_by_name(stated, mode):
+    run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
+    run["layout"]["recompute"] = stated
+    assert to_case(run).scenario.layout.recompute == mode

@@ -88,8 +88,11 @@ def layer_widths(model: Model) -> dict[str, float]:
         shared = moe.shared_experts * per_ff * moe.shared_width
         share = model.moe_layers / model.num_layers
         mlp = (1 - share) * mlp + share * (routed + shared)
+    # per-op selective checkpointing saves Q (wq), V (wv), the attention output and the first MLP matmul's
+    # output (w1); wk, wo and w3 (or a two-matrix MLP's w2) run again (plan/flops.op_sac_params)
+    op_sac = d_qk + model.kv_heads * model.head_width + attn_out + model.ffn_size
     return {"h": h, "heads": a, "qkv_width": qkv, "attn_out_width": attn_out, "mlp_width": mlp,
-            "latent_width": latent, "dropout": model.dropout}
+            "latent_width": latent, "dropout": model.dropout, "op_sac_width": op_sac}
 
 
 def first_rank_layers(plan: Plan) -> np.ndarray:

@@ -77,24 +77,28 @@ def exchanges(plan: Plan) -> list[Exchange]:
     mbs = plan.microbatches
     layer_mb = plan.layers_per_gpu * mbs  # layer passes per GPU per step
     full = plan.recompute == FULL
+    op_sac = plan.recompute == RECOMPUTE_CODES["selective-op"]
     out: list[Exchange] = []
 
     # TP: one all-reduce forward and one backward around attention and around the MLP, of
     # b*(s/c)*h elements (formulas.md 3.1); with SP each is a reduce-scatter + all-gather (same
-    # bytes); full recompute repeats the forward ones. Experts without expert TP skip the MLP pair,
-    # and a parallel block has one pair for both.
+    # bytes); full recompute repeats the forward ones, per-op selective checkpointing the forward
+    # all-gathers (wk and w3 need their gathered inputs again; torchtitan saves reduce-scatter outputs)
+    # or, without SP, the forward all-reduces. Experts without expert TP skip the MLP pair, and a
+    # parallel block has one pair for both.
     S_tp = b * (s / c) * h * w.activations
     tp_mlp_layers = plan.layers_per_gpu - plan.moe_layers_per_gpu * (plan.expert_tp == 1)
     if m.parallel_block:
         tp_mlp_layers = 0 * tp_mlp_layers  # attention and MLP share one pair around the block
-    ar_calls = (2 + full) * mbs * (plan.layers_per_gpu + tp_mlp_layers)
+    pairs = mbs * (plan.layers_per_gpu + tp_mlp_layers)
+    ar_calls = (2 + full) * pairs
     sp = plan.sequence_parallel
     tp_args = dict(group=t, S=S_tp, q=plan.q["tp"], tier=plan.tier["tp"])
     out.append(_exchange(plan, Axis.TP, Collective.ALL_REDUCE, "activations", True,
-                         calls=np.where(sp, 0, ar_calls), **tp_args))
-    for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+                         calls=np.where(sp, 0, ar_calls + op_sac * pairs), **tp_args))
+    for coll, again in ((Collective.REDUCE_SCATTER, 0), (Collective.ALL_GATHER, op_sac)):
         out.append(_exchange(plan, Axis.TP, coll, "activations", True,
-                             calls=np.where(sp, ar_calls, 0), **tp_args))
+                             calls=np.where(sp, ar_calls + again * pairs, 0), **tp_args))
 
     # CP: all-gather K,V forward, reduce-scatter dK,dV backward (Llama 3 3.3.2), K,V sharded by TP
     # heads; ring: c-1 K,V blocks forward, twice that backward (formulas.md 3.2)

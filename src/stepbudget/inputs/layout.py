@@ -63,7 +63,8 @@ class Layout(Frozen):
     all-gather of the EP group's tokens and reduce-scatter of the outputs (MegaScale-MoE: cheaper to
     run, ep/k times the bytes)."""
     recompute: Recompute = Recompute.NONE
-    """Activation recomputation."""
+    """Activation recomputation: none; selective (the attention core, Korthikanti 2022); full (the whole
+    layer); selective-op (torchtitan's per-op policy: every second matmul and the memory-bound operators)."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (FlashAttention): no 5as/h term."""
     attention_kernel: AttentionKernel = AttentionKernel.BEST

@@ -69,9 +69,12 @@ class Scenario(Frozen):
             )
         if lay.attention_kernel != AttentionKernel.BEST:
             self._check_attention_kernel()
-        if lay.recompute == Recompute.SELECTIVE_OP and (m.moe or m.mla or m.parallel_block or not lay.flash_attention):
-            raise ValueError("layout.recompute: selective-op (torchtitan's per-op checkpointing) is modelled for dense "
-                             "standard blocks with FlashAttention; use selective or full for this model")
+        if lay.recompute == Recompute.SELECTIVE_OP:
+            why = next((w for w, bad in (("an MoE model", m.moe), ("MLA", m.mla), ("a parallel block", m.parallel_block),
+                                          ("attention without FlashAttention", not lay.flash_attention)) if bad), None)
+            if why:
+                raise ValueError(f"layout.recompute: selective-op (torchtitan's per-op checkpointing) is modelled for "
+                                 f"dense standard blocks with FlashAttention, not {why}; use selective or full")
         if m.moe is None and lay.ep > 1:
             raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
         if m.moe is not None:

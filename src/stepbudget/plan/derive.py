@@ -294,9 +294,9 @@ def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, mic
                       **common)
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
+    op_sac = op_sac_again(model, layer) if np.any(rec == RECOMPUTE_CODES["selective-op"]) else 0.0
     # none, selective, full, selective-op
-    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd,
-                            op_sac_again(model, layer) * np.ones_like(fwd)])
+    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd, op_sac * np.ones_like(fwd)])
     head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
     head_fwd, head_bwd = layer_times(head)
     # a pipeline runs at the pace of its busiest stage: the last one carries the output layer

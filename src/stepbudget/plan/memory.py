@@ -61,7 +61,7 @@ RECOMPUTE_CODES: dict[Recompute, int] = {
     Recompute.NONE: 0,
     Recompute.SELECTIVE: 1,
     Recompute.FULL: 2,
-    Recompute.SELECTIVE_OP: 3,  # stores at most what none stores: memory counted as none's
+    Recompute.SELECTIVE_OP: 3,
 }
 """Integer code of each recompute mode, for sweeps that carry it as an int array."""
 
@@ -183,7 +183,7 @@ def model_state_bytes(
 
 def layer_activation_bytes(
     s, b, t, sp, recompute=Recompute.NONE, flash=False, *,
-    h, heads, qkv_width, attn_out_width, mlp_width, dropout=True, latent_width=0.0, s_kv=None,
+    h, heads, qkv_width, attn_out_width, mlp_width, dropout=True, latent_width=0.0, s_kv=None, op_sac_width=0.0,
 ) -> np.ndarray:
     """Activation bytes one transformer layer stores for one micro-batch, any layer shape.
 
@@ -201,7 +201,9 @@ def layer_activation_bytes(
 
     ``s``: tokens of one sequence on this GPU (``seq_len / cp``); ``s_kv``: keys each query
     attends to (the full sequence: default ``s``). Full recompute keeps the layer input only,
-    ``2sbh`` (/t with SP), Korthikanti22 Table 2. Shape: array arguments broadcast.
+    ``2sbh`` (/t with SP), Korthikanti22 Table 2. Per-op selective checkpointing (``selective-op``)
+    keeps the layer input and the second MLP matmul's output, ``4h`` outside TP, and the saved matmul
+    and attention outputs, ``2 op_sac_width`` split over TP. Shape: array arguments broadcast.
     """
     s_kv = s if s_kv is None else s_kv
     code, s, s_kv, b, t, sp, flash = np.broadcast_arrays(
@@ -216,7 +218,9 @@ def layer_activation_bytes(
     scores = keeps_scores * (5 if dropout else 2) * heads * s_kv  # bytes per query token, 4.1
     stored = tokens * (replicated * outside_tp + (split + scores) / t)
     full = 2 * h * tokens * outside_tp  # full recompute: the layer's BF16 input only, Table 2
-    return np.where(code == RECOMPUTE_CODES[Recompute.FULL], full, stored)
+    op_sac = tokens * (4 * h * outside_tp + 2 * op_sac_width / t)  # what torchtitan's per-op policy saves
+    return np.select([code == RECOMPUTE_CODES[Recompute.FULL], code == RECOMPUTE_CODES[Recompute.SELECTIVE_OP]],
+                     [full, op_sac], stored)
 
 
 def activation_bytes_per_layer(s, b, h, a, t, sp, recompute=Recompute.NONE, flash=False) -> np.ndarray:
@@ -227,6 +231,7 @@ def activation_bytes_per_layer(s, b, h, a, t, sp, recompute=Recompute.NONE, flas
     """
     return layer_activation_bytes(
         s, b, t, sp, recompute, flash, h=h, heads=a, qkv_width=3 * h, attn_out_width=h, mlp_width=8 * h,
+        op_sac_width=7 * h,  # Q, V, the attention output and the 4h GeLU input
     )
 
 

@@ -252,6 +252,9 @@ def op_sac_again(model: Model, ops: list[Op]) -> np.ndarray:
     gated = model.activation == Activation.SWIGLU
     again = {"qkv": kv / (a + 2 * kv), "attention out": 1.0, "mlp up": 0.5 if gated else 0.0,
              "mlp down": 0.0 if gated else 1.0}
+    other = sorted({op.name for op in ops if op.kind == "gemm"} - set(again))
+    if other:  # MoE, MLA, a parallel block: their matmuls run in another order
+        raise ValueError(f"selective-op is modelled for dense standard blocks; this layer also has {', '.join(other)}")
     return sum(op.share * op.fwd_s * (again.get(op.name, 0.0) if op.kind == "gemm" else float(op.kind == "memory"))
                for op in ops)
 

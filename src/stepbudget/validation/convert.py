@@ -75,6 +75,14 @@ NVLINK_BUSBW_SHARE = 370 / 450
 NIC_BUSBW_SHARE = 47 / 50
 """Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
 
+RECOMPUTE_MODES = (
+    (r"^(none|no)\b", "none"),
+    (r"\b(per|selective)[\s_-]?op\b|\bop[\s_-]?sac\b|\bsac[\s_-]?op\b|selective_ac_option\W*op\b", "selective-op"),
+    (r"\bfull\b", "full"),
+    (r"selective|remateriali", "selective"),
+)
+"""A runs file's ``recompute`` text -> the model's mode: the first pattern that matches, else none."""
+
 DP_KINDS = (
     (r"shard.?grad.?op", "zero2"),  # PyTorch FSDP's ZeRO-2: gradients and optimizer state sharded
     (r"fsdp|full.?shard", "fsdp"),
@@ -165,7 +173,7 @@ def _stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
     for key, attr, unit, scale, kind in (("hbm_gb", "hbm_bytes", "GB", 1e9, "bytes"),
                                          ("hbm_bw_tbps", "hbm_Bps", "TB/s", 1e12, "rate")):
         stated, datasheet = hw.get(key), parse(spec[attr], kind)
-        if isinstance(stated, (int, float)) and stated > 0 and abs(stated * scale / datasheet - 1) > 0.05:
+        if stated is not None and abs(stated * scale / datasheet - 1) > 0.05:  # a positive number (runs.py)
             changed[attr] = f"{stated}{unit}"
     if not changed:
         return gpu
@@ -322,9 +330,7 @@ def to_case(run: dict) -> Case:
     if lay.get("flash_attention") is not None:
         out["flash_attention"] = _flag(lay["flash_attention"])
     recompute = _text(lay.get("recompute"))
-    op_sac = re.search(r"per.?op|op.?sac|sac.?op|selective_ac_option\W*op", recompute)
-    out["recompute"] = ("full" if "full" in recompute else "selective-op" if op_sac else
-                        "selective" if ("selective" in recompute or "remateriali" in recompute) else "none")
+    out["recompute"] = next((mode for pattern, mode in RECOMPUTE_MODES if re.search(pattern, recompute.strip())), "none")
     zero = _text(lay.get("zero_stage")) + " " + _text(lay.get("dp_type"))
     kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero.strip())), None)
     if kind:

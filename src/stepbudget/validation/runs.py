@@ -31,6 +31,7 @@ _NUMBERS = (
     ("model", "mtp_depth", True), ("model", "dense_layers", True),
     ("hardware", "gpus_per_node", True), ("hardware", "nics_per_node", True),
     ("hardware", "nic_gbps_per_gpu", False), ("hardware", "nvlink_bw_gbps", False),
+    ("hardware", "hbm_gb", False), ("hardware", "hbm_bw_tbps", False), ("layout", "dp_replicas", True),
     ("layout", "cp", True), ("layout", "ep", True), ("layout", "sp_attention", True),
     ("layout", "virtual_pipeline_chunks_per_rank", True), ("layout", "micro_batch", True),
     ("measured", "step_time_s", False), ("measured", "tflops_per_gpu", False),
