@@ -202,8 +202,9 @@ def layer_activation_bytes(
     ``s``: tokens of one sequence on this GPU (``seq_len / cp``); ``s_kv``: keys each query
     attends to (the full sequence: default ``s``). Full recompute keeps the layer input only,
     ``2sbh`` (/t with SP), Korthikanti22 Table 2. Per-op selective checkpointing (``selective-op``)
-    keeps the layer input and the second MLP matmul's output, ``4h`` outside TP, and the saved matmul
-    and attention outputs, ``2 op_sac_width`` split over TP. Shape: array arguments broadcast.
+    keeps the layer input and the MLP's output (SwiGLU's w2 is a saved matmul; a two-matrix MLP's is
+    recomputed, so there this overcounts 2h), ``4h`` outside TP, and the saved matmul and attention
+    outputs, ``2 op_sac_width`` split over TP. Shape: array arguments broadcast.
     """
     s_kv = s if s_kv is None else s_kv
     code, s, s_kv, b, t, sp, flash = np.broadcast_arrays(
