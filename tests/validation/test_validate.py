@@ -568,3 +568,17 @@ def test_recompute_modes_by_name(stated, mode):
     run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
     run["layout"]["recompute"] = stated
     assert to_case(run).scenario.layout.recompute == mode
+
+
+def test_out_of_sample_a100_era_runs():
+    # GLM-130B (its 32.5 % MFU in PaLM's count) and BloombergGPT (32.5 s per step, ZeRO-3 over 128 GPUs x 4)
+    rows, _ = validate(str(EXAMPLES / "a100_era_runs.yaml"))
+    by_id = {r.case.id: r for r in rows}
+    assert set(by_id) == {"glm130b_768gpu_tp4pp8", "bloomberggpt50b_512gpu_zero3"}
+    glm = by_id["glm130b_768gpu_tp4pp8"]
+    assert glm.case.source == "GLM-130B" and glm.case.scenario.model.activation == "swiglu"  # GeGLU: gated, 3 matrices
+    counted = glm.predicted_mfu * glm.predicted_step_s / glm.case.measured_step_s
+    assert counted == pytest.approx(0.325, rel=0.02)
+    bb = by_id["bloomberggpt50b_512gpu_zero3"].case
+    assert bb.source == "BloombergGPT" and bb.measured_step_s == 32.5
+    assert bb.scenario.layout.dp_kind == "zero3" and bb.scenario.layout.dp_replicas == 4

@@ -62,6 +62,7 @@ MFU_CONVENTION = {
     "MT-NLG": "noncausal",  # PaLM App. B: MT-NLG's 30.2 % MFU counts self-attention in full
     "MosaicML llm-foundry": "noncausal",  # benchmarking README: attn_flops_per_seq = n_layers * 2 * 2 * d_model * seq_len^2
     "torchtitan": "noncausal",  # train.py: 6 N + 12 L h s per token, the full score matrix
+    "GLM-130B": "noncausal",  # GLM-130B 2.3: PaLM's MFU, 6N + 12 L h s per token
     # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
     # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
 }
@@ -123,7 +124,8 @@ _SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"
             ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
-            ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("bloom", "BLOOM"))
+            ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("tr11-176b", "BLOOM"),
+            ("glm-130b", "GLM-130B"), ("bloomberggpt", "BloombergGPT"))
 """Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
 
 
@@ -240,8 +242,8 @@ def to_case(run: dict) -> Case:
     elif "ffn_size" not in model:
         model["ffn_size"] = 4 * m["hidden"]
         notes.append("FFN width 4h (GPT) assumed")
-    if "swiglu" in _text(m.get("activation")):
-        model["activation"] = "swiglu"
+    if re.search(r"swiglu|geglu", _text(m.get("activation"))):
+        model["activation"] = "swiglu"  # GeGLU: the same three matrices and FLOPs, another gate function
     elif "activation" not in model:
         model["activation"] = "gelu"
     if isinstance(m.get("moe"), dict):
