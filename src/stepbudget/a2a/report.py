@@ -18,7 +18,7 @@ from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic_matrix, node_limited_traffic,
                                     pair_skew_matrix, server_matrix, skew_stats)
 from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
-from stepbudget.enums import Activation, EPKind
+from stepbudget.enums import Activation
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 
@@ -128,7 +128,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
                      tokens_per_gpu=tokens, skew=skew, matrix=D, stats=skew_stats(D), times=times,
                      forwarded_nic_bytes=nl_nic,
                      plain_nic_bytes=float(D.sum() - np.trace(server_matrix(D, S, G))),
-                     forwards=lay.ep_kind == EPKind.DEEPEP or moe.node_limit is not None)
+                     forwards=sc.ep_forwards)
 
 
 def load_matrix(path: str) -> np.ndarray:

@@ -138,10 +138,11 @@ def exchanges(plan: Plan) -> list[Exchange]:
     # over the twice as many ranks that hold it
     copies = parameter_copies(plan.schedule)
     R = plan.dp_replicas
-    for label, psi, group, q, units, key in (
-        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"], plan.dp_units, "dp"),
+    for label, psi, group, q, q_replicas, units in (
+        ("", plan.params_dense_per_gpu * copies, plan.dp_group * copies, plan.q["dp"], plan.q["dp_replicas"],
+         plan.dp_units),
         ("expert ", plan.params_expert_per_gpu * copies, plan.expert_dp_group * copies, plan.q["expert_dp"],
-         plan.expert_dp_units, "expert_dp"),
+         plan.q["expert_dp_replicas"], plan.expert_dp_units),
     ):
         if not np.any(psi > 0):
             continue
@@ -158,7 +159,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
         if R > 1:  # HSDP: each rank's gradient shard summed across the replicas, once per step
             x = _exchange(plan, Axis.DP, Collective.ALL_REDUCE, label + "grads across replicas", False,
                           group=np.full_like(group, R), S=psi * w.grads / group / units, calls=units,
-                          q=plan.q[key + "_replicas"], tier=plan.tier["dp_replicas"], algorithm=alg)
+                          q=q_replicas, tier=plan.tier["dp_replicas"], algorithm=alg)
             out.append(replace(x, units=units))
 
     # EP: dispatch and combine all-to-all per MoE layer pass, forward and backward (formulas.md 3.5);
@@ -176,8 +177,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
             out.append(_exchange(plan, Axis.EP, coll, what, True, S=e * tokens * h * wb, **ep_args))
         return out
     busiest = busiest_gpu_factors(m.moe, plan.ep)
-    # node-limited routing exists to cap NIC crossings, so it implies forwarding (DeepSeek-V3 3.2.2)
-    forwarded = sc.layout.ep_kind == EPKind.DEEPEP or m.moe.node_limit is not None
+    forwarded = sc.ep_forwards
     if forwarded:  # NIC copies per token: the other servers its experts sit on (formulas.md 3.5, 7.2)
         remote = remote_nodes_per_token(m.moe.num_experts, m.moe.top_k, e / plan.q["ep"], m.moe.node_limit)
     for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):

@@ -124,10 +124,11 @@ class Cluster(Frozen):
     @classmethod
     def _named_gpu(cls, v: object) -> object:
         if isinstance(v, str):
-            known = _gpu_presets()
-            if v not in known:
-                raise ValueError(f"cluster.gpu: unknown GPU {v!r}; use one of {', '.join(known)} or give its figures")
-            return copy.deepcopy(known[v])
+            figures = named_gpu(v)
+            if figures is None:
+                raise ValueError(f"cluster.gpu: unknown GPU {v!r}; use one of {', '.join(_gpu_presets())} "
+                                 "or give its figures")
+            return figures
         return v
 
     @model_validator(mode="after")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stepbudget.enums import AttentionKernel, Axis, CPKind, DataParallel, EPKind, Recompute, Schedule
@@ -15,8 +16,6 @@ DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
 def shard_groups_split(replicas, tp, cp, dp, ep=1, expert_tp=1, moe=False):
     """Whether ``replicas`` HSDP groups split the DP x CP ranks (and, for an MoE model, an expert's
     DP ranks, tp*cp*dp/(ep*expert_tp)) into shard groups of two or more ranks each; arrays broadcast."""
-    import numpy as np
-
     groups = [np.asarray(dp) * cp] + ([np.asarray(tp) * cp * dp // (ep * expert_tp)] if moe else [])
     ok = np.asarray(replicas) <= 1
     return ok | np.logical_and.reduce([(g % replicas == 0) & (g >= 2 * replicas) for g in groups])

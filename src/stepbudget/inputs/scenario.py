@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, model_validator
 
-from stepbudget.enums import AttentionKernel, DataParallel, Recompute, Schedule
+from stepbudget.enums import AttentionKernel, DataParallel, EPKind, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
@@ -131,6 +131,13 @@ class Scenario(Frozen):
         """Layer slots the pipeline splits: transformer and MTP layers, plus embedding and loss where they take one."""
         lay = self.layout
         return self.model.num_layers + self.model.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
+
+    @property
+    def ep_forwards(self) -> bool:
+        """Whether a token crosses the NIC once per target node and NVLink forwards it to the experts there:
+        ``ep_kind: deepep``, or node-limited routing, which exists to cap NIC crossings (DeepSeek-V3 3.2.2)."""
+        moe = self.model.moe
+        return moe is not None and (self.layout.ep_kind == EPKind.DEEPEP or moe.node_limit is not None)
 
     @property
     def peak_gemm_flops(self) -> float:

@@ -191,13 +191,11 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         "tp": members_per_node(tp, stride[Axis.TP], g),
         "cp": members_per_node(cp, stride[Axis.CP], g),
         "pp": np.where(stride[Axis.PP] < g, 2, 1),
-        "dp": np.minimum(q_dp, dp_group),
-        "dp_replicas": np.maximum(q_dp // dp_group, 1),
         "ep": q_ep,
-        # one expert's replicas sit ep * expert_tp non-PP ranks apart
-        "expert_dp": np.minimum(q_expert_dp, expert_dp_group),
-        "expert_dp_replicas": np.maximum(q_expert_dp // expert_dp_group, 1),
     }
+    # one expert's replicas sit ep * expert_tp non-PP ranks apart
+    q["dp"], q["dp_replicas"] = _shard_and_replicas(q_dp, dp_group)
+    q["expert_dp"], q["expert_dp_replicas"] = _shard_and_replicas(q_expert_dp, expert_dp_group)
     tier = {
         "tp": tier_slowdown(tp, stride[Axis.TP], cl.tiers, "ring"),
         "cp": tier_slowdown(cp, stride[Axis.CP], cl.tiers, "ring"),
@@ -241,6 +239,12 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         operators=ops,
         optimizer_s=opt_s,
     )
+
+
+def _shard_and_replicas(q, group) -> tuple[np.ndarray, np.ndarray]:
+    """Members per node of an HSDP shard group of ``group`` ranks, the innermost of a DP group with ``q``
+    members per node, and of its replica group (members ``group`` ranks apart)."""
+    return np.minimum(q, group), np.maximum(q // group, 1)
 
 
 MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK = 40e6, 1e6

@@ -30,7 +30,7 @@ import numpy as np
 
 from stepbudget.budget.pipeline import SCHEDULE_CODES
 from stepbudget.budget.step import Budget
-from stepbudget.enums import Axis, Schedule
+from stepbudget.enums import Axis, Collective, Schedule
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import Task, TaskGraph, compute, join, transfer
 
@@ -154,8 +154,9 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
             on_nic[x.dim] |= bool(float(x.nic_bytes) > 0)
         elif x.dim == Axis.PP:
             pp_call, pp_exposed = float(x.call_s), e
-        elif x.dim == Axis.DP and x.what.endswith("across replicas"):
-            replicas_s += t  # HSDP: once per step, after the last micro-batch's reduce-scatters
+        elif x.dim == Axis.DP and x.collective == Collective.ALL_REDUCE and plan.dp_replicas > 1:
+            # HSDP (never DDP, whose all-reduce is the gradients'): once per step, after the last reduce-scatters
+            replicas_s += t
         elif x.dim == Axis.DP:
             kind = "gather" if x.collective.value == "all-gather" else "reduce"
             units = float(np.asarray(x.units))
