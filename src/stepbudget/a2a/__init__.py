@@ -2,7 +2,7 @@
 
 Data flow: ``gpu_traffic_matrix`` (routing.py) -> ``fast_schedule`` (schedule.py) ->
 ``alltoall_times`` (timing.py: lower bound, plain max-min all-to-all, FAST pipeline).
-Formulas: reference/formulas.md 3.5, 7.1-7.3. SI units: bytes, seconds, bytes/s, FLOP/s.
+Formulas: docs/formulas.md 3.5, 7.1-7.3. SI units: bytes, seconds, bytes/s, FLOP/s.
 """
 
 from .ratio import MoELayerTimes, hiding_ratio, moe_layer_times
