@@ -1,0 +1,70 @@
+"""The README's printed `validate` blocks are what the tool prints today.
+
+The README quotes errors and per-source summaries for the shipped runs and every example file; a
+change to the model moves them. Each `$ stepbudget validate ...` block is re-run here and every run
+row and summary row it shows is compared, as printed (one decimal of a percent), with the tool's.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from stepbudget.units import fmt_time
+from stepbudget.validation.compare import summarize, validate
+from stepbudget.views.validation import _pct
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```\n(\$ stepbudget validate.*?)```", README, flags=re.S)
+
+
+def _command_and_output(block: str) -> tuple[list[str], list[str]]:
+    lines = block.splitlines()
+    command = lines.pop(0)
+    while command.endswith("\\"):  # continuation lines of a long command
+        command = command[:-1] + " " + lines.pop(0).strip()
+    args = shlex.split(command)[2:]
+    runs = [args[i + 1] for i, a in enumerate(args) if a == "--runs"]
+    return runs, lines
+
+
+@lru_cache(maxsize=None)
+def _rows(path: str | None):
+    return tuple(validate(str(ROOT / path) if path else None)[0])
+
+
+def test_the_readme_has_validate_blocks():
+    assert len(BLOCKS) >= 8  # the shipped file and the example files
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.splitlines()[0][:80] for b in BLOCKS])
+def test_printed_validate_block_matches_the_tool(block):
+    files, output = _command_and_output(block)
+    rows = [r for f in (files or [None]) for r in _rows(f)]
+    by_id = {r.case.id: r for r in rows}
+    sources = {s: summarize(s, [r for r in rows if r.case.source == s]) for s in {r.case.source for r in rows}}
+    sources["all"] = summarize("all", rows)
+    checked = 0
+    for line in output:
+        words = line.split()
+        if not words or words[0] in ("run", "source", "...", "Not", "*") or line.startswith("  "):
+            continue
+        if words[0] in by_id:  # a run row: its signed error and predicted step as printed
+            r = by_id[words[0]]
+            assert _pct(r.error, signed=True) in words, (line, _pct(r.error, signed=True))
+            assert fmt_time(r.predicted_step_s) in line, (line, fmt_time(r.predicted_step_s))
+            checked += 1
+            continue
+        name = " ".join(words[:-5])
+        assert name in sources, f"README row {line!r} names no source or run of {files or 'the shipped file'}"
+        s = sources[name]
+        printed = [str(s.n), _pct(s.median_abs_error), _pct(s.p90_abs_error), _pct(s.max_abs_error),
+                   _pct(s.median_error, signed=True)]
+        assert words[-5:] == printed, (line, printed)
+        checked += 1
+    assert checked, f"nothing compared in the block for {files}"
