@@ -1,0 +1,54 @@
+"""The README's printed command blocks are what the tool prints today.
+
+Each ```$ stepbudget ...``` block other than `validate` (tests/validation/test_readme_figures.py
+checks those row by row) is run, and every figure the README shows in it - a number with its
+unit, a percentage, a ratio, a count - must appear in what the command prints. Blocks may leave
+rows out; they may not show a figure the tool no longer gives. Figures that time the tool itself
+(layouts per second, a schedule's host time) vary with the machine and are not compared.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from stepbudget import cli
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+BLOCKS = [b for b in re.findall(r"```\n(\$ stepbudget .*?)```", README, flags=re.S)
+          if not b.startswith("$ stepbudget validate")]
+FIGURE = re.compile(r"(?<![\w.])[+-]?\d[\d,]*(?:\.\d+)?(?: ?(?:%|x|ms|us|µs|s|GB/s|TB/s|GB|MB|kB|TB|B|bits))?(?![\w.])")
+MACHINE_TIMED = re.compile(r"evaluated in [\d.]+ \w+ \([\d,]+ layouts/s\)|computed in [\d.]+ \w+")
+FILE_OPTIONS = ("--plot", "--trace", "--out")  # files the block writes; they print nothing to compare
+
+
+def figures(text: str) -> set[str]:
+    return set(FIGURE.findall(re.sub(r"\s+", " ", MACHINE_TIMED.sub("", text))))
+
+
+def test_the_readme_has_command_blocks():
+    commands = {b.split()[2] for b in BLOCKS}
+    assert {"budget", "memory", "search", "scale", "whatif", "simulate", "wire", "moe"} <= commands
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.splitlines()[0][2:70] for b in BLOCKS])
+def test_printed_block_figures_are_the_tools(block, monkeypatch, tmp_path):
+    command, *output = block.splitlines()
+    args = shlex.split(command)[2:]
+    for option in FILE_OPTIONS:
+        while option in args:
+            i = args.index(option)
+            del args[i:i + 2]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "console", Console(width=400))
+    result = CliRunner().invoke(cli.app, args)
+    printed = figures(result.output)
+    shown = figures("\n".join(line for line in output if not line.startswith("wrote ")))
+    assert shown, f"no figures in the README block of {command!r}"
+    missing = sorted(shown - printed)
+    assert not missing, f"{command!r}: the README shows {missing}, which the tool no longer prints"
