@@ -15,7 +15,8 @@ Rules, the same for every run (no per-run constants):
   TP when EP is not stated. MegaScale-MoE's "SP attention" degree is a context-parallel degree
   over the same ranks as EP.
 - **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
-  (Megatron-LM ``arguments.py`` forces it). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
+  (Megatron-LM ``arguments.py`` forces it), unless the run's ``layout.grad_reduce`` says BF16 (NeMo's
+  ``distributed_fused_adam`` with ``grad_sync_dtype: bf16``). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
   communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
   compute (§4.1-4.2) and exchanges tokens by all-gather and reduce-scatter (§3.2, Fig. 9);
   Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
@@ -357,9 +358,11 @@ def to_case(run: dict) -> Case:
         data.setdefault("precision", {})["gemm"] = "fp8"
 
     # what the framework overlaps (module doc)
-    if megatron or "fp32" in _text(lay.get("grad_reduce")):
+    reduce = _text(lay.get("grad_reduce"))
+    if "fp32" in reduce or (megatron and not re.search(r"\bbf16\b", reduce)):
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
-        # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype)
+        # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
+        # whose optimizer reduces in BF16 says that (NeMo's distributed_fused_adam, grad_sync_dtype: bf16)
         data.setdefault("precision", {})["grads"] = "fp32"
     ov = data.setdefault("overlap", {})
     if "megascale-moe" in fw:
