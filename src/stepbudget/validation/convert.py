@@ -16,8 +16,8 @@ Rules, the same for every run (no per-run constants):
   over the same ranks as EP.
 - **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
   (Megatron-LM ``arguments.py`` forces it), unless the run's ``layout.grad_reduce`` says BF16 (NeMo's
-  ``distributed_fused_adam`` with ``grad_sync_dtype: bf16``). What each framework overlaps, as its paper states it: MegaScale fuses TP/SP
-  communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
+  ``distributed_fused_adam`` with ``grad_sync_dtype: bf16``). What each framework overlaps, as its
+  paper states it: MegaScale fuses TP/SP communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
   compute (§4.1-4.2) and exchanges tokens by all-gather and reduce-scatter (§3.2, Fig. 9);
   Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
   (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
@@ -121,13 +121,15 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
+_SOURCES = (*((f"mlperf training v{r}", f"MLPerf Training v{r}") for r in ("3.0", "3.1", "4.0", "4.1", "5.0", "5.1")),
+            ("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
             ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("tr11-176b", "BLOOM"),
             ("glm-130b", "GLM-130B"), ("bloomberggpt", "BloombergGPT"))
-"""Keywords of a run's document (else its id) -> the source its summary row is grouped under."""
+"""Keywords of a run's document (else its id) -> the source its summary row is grouped under; the first that
+matches wins (an MLPerf round's Llama 3.1 runs are that round's, not Llama 3's)."""
 
 
 def source_of(run: dict) -> str:
@@ -202,6 +204,17 @@ def _attention_kernel(text) -> tuple[str | None, bool]:
 
 def _text(value) -> str:
     return "" if value is None else str(value).lower()
+
+
+def grad_reduce_precision(value) -> str | None:
+    """The precision a run's ``layout.grad_reduce`` names: "fp32" or "bf16" (a flag such as
+    ``grad_reduce_in_fp32=False`` read as what it sets), None when it names neither or both."""
+    text = _text(value)
+    flag = re.search(r"in_fp32\W{0,3}(true|false|1|0)\b", text)
+    if flag:
+        return "fp32" if flag.group(1) in ("true", "1") else "bf16"
+    named = {p for p in ("fp32", "bf16") if re.search(rf"\b{p}\b", text)}
+    return named.pop() if len(named) == 1 else None
 
 
 def _flag(value) -> bool:
@@ -358,8 +371,8 @@ def to_case(run: dict) -> Case:
         data.setdefault("precision", {})["gemm"] = "fp8"
 
     # what the framework overlaps (module doc)
-    reduce = _text(lay.get("grad_reduce"))
-    if "fp32" in reduce or (megatron and not re.search(r"\bbf16\b", reduce)):
+    reduce = grad_reduce_precision(lay.get("grad_reduce"))
+    if reduce == "fp32" or (megatron and reduce is None):
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
         # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
         # whose optimizer reduces in BF16 says that (NeMo's distributed_fused_adam, grad_sync_dtype: bf16)
