@@ -17,8 +17,9 @@ Rules, the same for every run (no per-run constants):
 - **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
   (Megatron-LM ``arguments.py`` forces it), unless the run's ``layout.grad_reduce`` says BF16 (NeMo's
   ``distributed_fused_adam`` with ``grad_sync_dtype: bf16``). What each framework overlaps, as its
-  paper states it: MegaScale fuses TP/SP communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP collectives with
-  compute (§4.1-4.2) and exchanges tokens by all-gather and reduce-scatter (§3.2, Fig. 9);
+  paper states it: MegaScale fuses TP/SP communication into the GEMMs (§3.2); MegaScale-MoE
+  overlaps SP and EP collectives with compute (§4.1-4.2) and exchanges tokens by all-gather and
+  reduce-scatter (§3.2, Fig. 9);
   Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
   (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap; a
   preset's overlap for its own framework never carries over to the baseline. MegaScale's
