@@ -106,3 +106,13 @@ def test_the_entry_point_gives_usage_errors_one_line_too(argv, words):
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith("stepbudget: error:") and all(w in err for w in words), err
+
+
+def test_a_pipelined_operator_model_budget_says_what_measured_steps_add():
+    # README: MLPerf's and MegaScale's step = a + b m fits carry 0.3-0.9 s a step beyond the model's budget
+    r = invoke("budget", "megascale-175b", "--json")
+    step = json.loads(r.output)["step_s"]
+    shown = invoke("budget", "megascale-175b").output
+    assert "0.3-0.9 s a step more than this budget" in shown
+    assert f"{0.3 / step:.0%}-{0.9 / step:.0%} of this step" in shown
+    assert "a step more than this budget" not in invoke("budget", "llama3-405b").output  # a measured whole-step rate
