@@ -5,8 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import stepbudget as sb
 from stepbudget.cli import app
 from stepbudget.inputs.scenario import preset_names
 
@@ -35,7 +38,8 @@ def test_budget_json_has_the_documented_keys(preset):
         assert 0 <= row["exposed_s"] <= row["time_s"] + 1e-12
     # the step is its terms, written once (budget/step.py)
     extra = 0.0 if d["bubble_in_rate"] else d["bubble_s"]
-    assert d["step_s"] == pytest.approx(d["compute_s"] + extra + d["exposed_comm_s"] + d["contention_s"])
+    assert d["step_s"] == pytest.approx(d["compute_s"] + extra + d["exposed_comm_s"] + d["contention_s"]
+                                        + d["step_overhead_s"])
 
 
 @pytest.mark.parametrize("preset", preset_names())
@@ -116,3 +120,25 @@ def test_a_pipelined_operator_model_budget_says_what_measured_steps_add():
     assert "0.3-0.9 s a step more than this budget" in shown
     assert f"{0.3 / step:.0%}-{0.9 / step:.0%} of this step" in shown
     assert "a step more than this budget" not in invoke("budget", "llama3-405b").output  # a measured whole-step rate
+
+
+@given(st.floats(0, 5), st.floats(0, 5))
+@settings(max_examples=15, deadline=None)
+def test_a_fixed_cost_per_step_adds_itself_and_more_is_never_faster(low, high):
+    low, high = sorted((low, high))
+    base = sb.estimate(sb.derive(sb.load("megascale-175b")))
+    steps = [float(sb.estimate(sb.derive(sb.load("megascale-175b", [f"cluster.step_overhead_s={x!r}"]))).step_s)
+             for x in (low, high)]
+    assert steps[0] == pytest.approx(float(base.step_s) + low) and steps[0] <= steps[1]
+
+
+def test_a_fixed_cost_per_step_is_shown_simulated_and_refused_inside_a_whole_step_rate():
+    r = invoke("budget", "megascale-175b", "--set", "cluster.step_overhead_s=600ms")
+    assert "fixed cost per step" in r.output and "a step more than this budget" not in r.output
+    d = json.loads(invoke("budget", "megascale-175b", "--set", "cluster.step_overhead_s=600ms", "--json").output)
+    assert d["step_overhead_s"] == pytest.approx(0.6)
+    sim = json.loads(invoke("simulate", "megascale-175b", "--set", "cluster.step_overhead_s=600ms", "--json").output)
+    plain = json.loads(invoke("simulate", "megascale-175b", "--json").output)
+    assert sim["step_s"] - plain["step_s"] == pytest.approx(0.6)
+    refused = invoke("budget", "llama3-405b", "--set", "cluster.step_overhead_s=0.5")
+    assert refused.exit_code == 2 and "cluster.step_overhead_s" in refused.output and "Traceback" not in refused.output

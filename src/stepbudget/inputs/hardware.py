@@ -119,6 +119,11 @@ class Cluster(Frozen):
     """Latency per collective step over the network (NCCL tuning.cc, Ring/Simple NET hw latency)."""
     tiers: tuple[Tier, ...] = ()
     """Tiers above the leaf switches, innermost first."""
+    step_overhead_s: Seconds = 0.0
+    """Time every step pays beyond the budget's terms (host work and synchronisation at the step's
+    edges), added to a kernel-scope step. 0 by default: no source breaks it down. Measured
+    Megatron-family pipelines pay about 0.3-0.9 s (README "Where the model misses": the fixed cost of
+    step = a + b m fits of MLPerf's and MegaScale's runs, less the model's); set your stack's."""
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -133,6 +138,9 @@ class Cluster(Frozen):
 
     @model_validator(mode="after")
     def _shape(self) -> "Cluster":
+        if self.step_overhead_s and self.rate_scope == RateScope.STEP:
+            raise ValueError("cluster.step_overhead_s: a measured whole-step rate (rate_scope: step) already contains "
+                             "it; set it to 0 or give a kernel-scope rate")
         if self.gpus % self.gpus_per_node and self.gpus > self.gpus_per_node:
             raise ValueError(
                 f"cluster.gpus: {self.gpus} GPUs do not fill whole nodes of {self.gpus_per_node}; "

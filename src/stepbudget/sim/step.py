@@ -81,10 +81,15 @@ def simulate_step(
     prog = program or step_program(budget, contention=contention)
     tl = _run(prog, link_rate, jitter, rng)
     return StepResult(
-        program=prog, timeline=tl, step_s=tl.makespan_s, analytical_step_s=float(budget.step_s),
+        program=prog, timeline=tl, step_s=tl.makespan_s + _overhead(budget), analytical_step_s=float(budget.step_s),
         exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
         link_utilisation=_utilisation(prog, tl),
     )
+
+
+def _overhead(budget: Budget) -> float:
+    """The scenario's fixed cost per step (cluster.step_overhead_s): after the timeline, as in the budget."""
+    return float(budget.overhead_s)
 
 
 def _run(prog: StepProgram, link_rate: float, jitter: Jitter | None, rng: np.random.Generator | None) -> Timeline:
@@ -191,7 +196,7 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     rng = np.random.default_rng(seed)
     prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
-    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)])
+    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)]) + _overhead(budget)
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
 
 

@@ -79,6 +79,7 @@ def budget_dict(budget: Budget) -> dict:
         "exposed_comm_s": _num(budget.exposed_comm_s),
         "contention_s": _num(budget.contention_s),
         "comm_sm_share": float(budget.plan.comm_sm_share),
+        "step_overhead_s": _num(budget.overhead_s),
         "step_s": _num(budget.step_s),
         "mfu": _num(budget.mfu),
         "hfu": _num(budget.hfu),
@@ -116,9 +117,11 @@ def summary_table(budget: Budget) -> Table:
     if d["contention_s"]:
         t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
                   f"{budget.plan.comm_sm_share:.0%} of the SMs while hidden exchanges run")
+    if d["step_overhead_s"]:
+        t.add_row("fixed cost per step", fmt_time(d["step_overhead_s"]), "cluster.step_overhead_s: host work and syncs")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
-    if budget.plan.rate_source == "operators" and sc.layout.pp > 1:
+    if budget.plan.rate_source == "operators" and sc.layout.pp > 1 and not d["step_overhead_s"]:
         t.caption = step_cost_note(d["step_s"])
         t.caption_justify = "left"
     return t
@@ -127,7 +130,8 @@ def summary_table(budget: Budget) -> Table:
 UNMODELLED_STEP_COST_S = (0.3, 0.9)
 """What measured Megatron-family pipeline steps carry beyond the operator model's budget: the fixed cost
 per step of step = a + b m fits, less the model's (README "Where the model misses": MLPerf's NeMo runs
-0.61 s against 0.28-0.35 s; MegaScale 1.2 s against 0.3 s). Not added to the step: no source breaks it down."""
+0.61 s against 0.28-0.35 s; MegaScale 1.2 s against 0.3 s). Not added to the step by default (no source
+breaks it down); a scenario adds its own with cluster.step_overhead_s."""
 
 
 def step_cost_note(step_s: float) -> str:
