@@ -102,6 +102,17 @@ class Activation(StrEnum):
     GELU = "gelu"
 
 
+class Positions(StrEnum):
+    """How a model encodes positions: only rotary embeddings cost a memory-bound pass in every layer."""
+
+    ROTARY = "rotary"
+    """RoPE on Q and K in every layer (Llama, GLM-130B, Nemotron, DeepSeek's decoupled part)."""
+    LEARNED = "learned"
+    """Absolute positions added once to the input embedding (GPT-2/3; Megatron-LM's learned_absolute)."""
+    ALIBI = "alibi"
+    """A distance bias the attention kernel adds to its scores (BLOOM, MPT)."""
+
+
 class CPKind(StrEnum):
     """Context-parallel exchange (formulas.md 3.2)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from stepbudget.enums import Activation
+from stepbudget.enums import Activation, Positions
 from stepbudget.inputs._types import MAX_COUNT, Count, Frozen
 
 
@@ -80,6 +80,10 @@ class Model(Frozen):
     """Dense MLP intermediate width d_ff (for MoE models: the dense layers' width)."""
     activation: Activation = Activation.SWIGLU
     """swiglu (three h x d_ff matrices) or gelu (two)."""
+    positions: Positions = Positions.ROTARY
+    """rotary (a memory-bound pass over Q and K in every layer), learned (added once at the input: GPT-3,
+    Megatron-LM's default) or alibi (a bias inside the attention kernel: BLOOM, MPT); the last two cost
+    no per-layer pass."""
     vocab_size: int = Field(gt=0, le=MAX_COUNT)
     """Vocabulary V (padded size if the model pads it)."""
     seq_len: Count
@@ -114,6 +118,8 @@ class Model(Frozen):
                 f"model.head_dim: hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}; "
                 "set head_dim explicitly"
             )
+        if self.mla is not None and self.positions != Positions.ROTARY:
+            raise ValueError("model.positions: latent attention carries its own rotary part; leave positions rotary")
         if self.parallel_block and (self.moe is not None or self.mla is not None):
             raise ValueError("model.parallel_block: a parallel block needs a dense MLP and standard attention; "
                              "set it to false for MoE or MLA models")

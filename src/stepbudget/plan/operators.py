@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.a2a.routing import busiest_gpu_factors
-from stepbudget.enums import Activation, AttentionKernel
+from stepbudget.enums import Activation, AttentionKernel, Positions
 from stepbudget.inputs.hardware import Kernels
 from stepbudget.inputs.model import Model
 
@@ -190,13 +190,15 @@ def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16
             ops.append(gemm("shared up", T, up_mult * fs / t, h, 1, share=share, **g))
             ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
 
-    # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K;
-    # a parallel block has one of each (its fused output GEMM already sums attention and MLP); with
-    # SP the norms and residuals see T / t tokens (Korthikanti §4.2.2)
+    # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K
+    # (learned positions are added once at the input, ALiBi inside the attention kernel); a parallel
+    # block has one of each (its fused output GEMM already sums attention and MLP); with SP the norms
+    # and residuals see T / t tokens (Korthikanti §4.2.2)
     T_sp = np.where(sp, T / t, T)
     passes = 2 + 3 if fused else 2 * 2 + 2 * 3
     ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * passes, kernels, hbm_Bps))
-    ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
+    if model.positions == Positions.ROTARY:
+        ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
     if model.dropout:
         ops.append(memory_op("dropout", T_sp * h * (1 if fused else 2) * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
     return ops

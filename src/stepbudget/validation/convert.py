@@ -133,6 +133,10 @@ _SOURCES = (*((f"mlperf training v{r}", f"MLPerf Training v{r}") for r in ("3.0"
 matches wins (an MLPerf round's Llama 3.1 runs are that round's, not Llama 3's)."""
 
 
+POSITIONS = ((r"alibi", "alibi"), (r"learned|absolute", "learned"), (r"rotary|rope", "rotary"))
+"""A run's ``model.position_embedding`` text -> the model's positions (first match wins)."""
+
+
 def source_of(run: dict) -> str:
     """The source a run's summary row groups it under: named by its document, else by its id."""
     def known(text: str) -> str | None:
@@ -274,6 +278,14 @@ def to_case(run: dict) -> Case:
         model["mtp_layers"] = m["mtp_depth"]
     if m.get("tied_embeddings") is not None:
         model["tied_embeddings"] = _flag(m["tied_embeddings"])
+    positions = _text(m.get("position_embedding"))
+    for pattern, kind in POSITIONS:
+        if re.search(pattern, positions):
+            model["positions"] = kind
+            break
+    else:
+        if positions:
+            notes.append(f"position embedding {m['position_embedding']!r} not read: rotary assumed")
 
     # cluster
     cl = data.setdefault("cluster", {})
