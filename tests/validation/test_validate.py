@@ -640,14 +640,32 @@ def test_out_of_sample_mlperf_runs_follow_their_micro_batch_count():
 @pytest.mark.parametrize("stated, reduce", [
     ("fp32", "fp32"), ("bf16 (distributed_fused_adam grad_sync_dtype)", "bf16"), ("grad_reduce_in_fp32=False", "bf16"),
     ("grad_reduce_in_fp32: True", "fp32"), ("'fp32 (FSDP reduce_dtype float32)'", "fp32"), ("bf16 then fp32", None),
-    (None, None),
+    ("reduce_dtype=torch.float32", "fp32"), ("bfloat16", "bf16"), ("grad_reduce_in_bf16: yes", "bf16"),
+    ("grad_reduce_in_fp32: no", "bf16"), (None, None), ("int8", None),
 ])
 def test_a_grad_reduce_field_is_read_for_the_precision_it_sets(stated, reduce):
     assert grad_reduce_precision(stated) == reduce
 
 
+def test_a_stated_bf16_reduction_holds_for_any_framework_and_an_unread_one_is_noted():
+    for run_id in ("llama3_405b_table4_16384gpu_seq8192", "deepseek_v3_isca25_table4_mpft"):
+        run = copy.deepcopy(RUNS[run_id])
+        run["layout"]["grad_reduce"] = "grad_reduce_in_fp32=False"
+        assert to_case(run).scenario.precision.grads == 2.0, run_id
+        run["layout"]["grad_reduce"] = "int8"
+        assert any("gradient reduction 'int8' not read" in a for a in to_case(run).assumptions)
+
+
+def test_every_mlperf_round_is_its_own_source():
+    run = copy.deepcopy(RUNS["llama3_405b_table4_16384gpu_seq8192"])
+    run["source"] = {"document": "MLPerf Training v6.0, NVIDIA Llama 3.1 405B result log (MLCommons)"}
+    assert source_of(run) == "MLPerf Training v6.0"
+
+
 @pytest.mark.parametrize("stated, positions", [
     ("learned absolute (Megatron-LM)", "learned"), ("ALiBi", "alibi"), ("rope", "rotary"), (None, "rotary"),
+    ("learned absolute (MPTConfig learned_pos_emb true; the benchmark yamls do not set attn_config.alibi)", "learned"),
+    ("learned_absolute", "learned"), ("sinusoidal", "rotary"),
 ])
 def test_a_runs_position_embedding_decides_whether_every_layer_pays_a_rotary_pass(stated, positions):
     run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])

@@ -1,6 +1,6 @@
 """The step budget: compute, bubble, exchanges, what overlap hides, and what is left exposed.
 
-    step_s = compute_s + bubble_s + sum(exposed_s) + contention_s + overhead_s   (rate_scope = kernel)
+    step_s = compute_s + bubble_s + sum(exposed_s) + contention_s + step_overhead_s   (rate_scope = kernel)
     step_s = compute_s + exposed_s[dp]                                   (rate_scope = step)
 
 Overlap (formulas.md 6.1): an exchange of time T with overlap fraction phi hides
@@ -43,7 +43,7 @@ class Budget:
     step_s: np.ndarray
     contention_s: np.ndarray
     """Compute time lost to the SMs that overlapped communication kernels hold (plan.comm_sm_share)."""
-    overhead_s: np.ndarray
+    step_overhead_s: np.ndarray
     """The scenario's fixed cost per step (cluster.step_overhead_s); 0 inside a whole-step rate."""
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
@@ -161,12 +161,11 @@ def estimate(plan: Plan) -> Budget:
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
     contention = plan.comm_sm_share * hidden
-    overhead = np.full(plan.shape, float(plan.scenario.cluster.step_overhead_s))
+    overhead = np.full(plan.shape, 0.0 if in_rate else float(plan.scenario.cluster.step_overhead_s))
     if in_rate:
         # the measured rate already contains the bubble, the critical-path exchanges and SM sharing
         exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]
         contention = np.zeros_like(contention)
-        overhead = np.zeros_like(overhead)  # the measured rate contains it (the cluster refuses both)
         step = comp + sum(exposed)
     else:
         step = comp + bubble + sum(exposed) + contention + overhead
@@ -174,5 +173,5 @@ def estimate(plan: Plan) -> Budget:
     hfu = plan.hardware_flops_per_gpu / (step * plan.peak_flops)
     return Budget(
         plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
-        step_s=step, contention_s=contention, overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
+        step_s=step, contention_s=contention, step_overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
     )

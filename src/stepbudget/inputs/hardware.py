@@ -140,7 +140,7 @@ class Cluster(Frozen):
     def _shape(self) -> "Cluster":
         if self.step_overhead_s and self.rate_scope == RateScope.STEP:
             raise ValueError("cluster.step_overhead_s: a measured whole-step rate (rate_scope: step) already contains "
-                             "it; set it to 0 or give a kernel-scope rate")
+                             "it; set it to 0, or set cluster.rate_scope=kernel with it")
         if self.gpus % self.gpus_per_node and self.gpus > self.gpus_per_node:
             raise ValueError(
                 f"cluster.gpus: {self.gpus} GPUs do not fill whole nodes of {self.gpus_per_node}; "

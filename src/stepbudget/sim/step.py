@@ -47,6 +47,7 @@ class StepResult:
     program: StepProgram
     timeline: Timeline
     step_s: float
+    """The timeline's makespan plus the scenario's fixed cost per step (cluster.step_overhead_s)."""
     analytical_step_s: float
     exposed_s: dict[str, float]
     """Idle time of the last stage to finish, by what it waited for: tp, cp, pp, dp, ep, bubble."""
@@ -81,15 +82,11 @@ def simulate_step(
     prog = program or step_program(budget, contention=contention)
     tl = _run(prog, link_rate, jitter, rng)
     return StepResult(
-        program=prog, timeline=tl, step_s=tl.makespan_s + _overhead(budget), analytical_step_s=float(budget.step_s),
+        program=prog, timeline=tl, step_s=tl.makespan_s + float(budget.step_overhead_s),
+        analytical_step_s=float(budget.step_s),
         exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
-        link_utilisation=_utilisation(prog, tl),
+        link_utilisation=_utilisation(prog, tl.makespan_s + float(budget.step_overhead_s)),
     )
-
-
-def _overhead(budget: Budget) -> float:
-    """The scenario's fixed cost per step (cluster.step_overhead_s): after the timeline, as in the budget."""
-    return float(budget.overhead_s)
 
 
 def _run(prog: StepProgram, link_rate: float, jitter: Jitter | None, rng: np.random.Generator | None) -> Timeline:
@@ -161,13 +158,14 @@ def _misses(prog: StepProgram, tl: Timeline) -> list[dict]:
     return out
 
 
-def _utilisation(prog: StepProgram, tl: Timeline) -> dict[str, float]:
+def _utilisation(prog: StepProgram, step_s: float) -> dict[str, float]:
+    """Busy share of the step (its fixed cost per step included) for each link."""
     g = prog.graph
     busy = np.zeros(prog.capacity_Bps.size)
     for t in np.flatnonzero(g.kind == TaskKind.TRANSFER).tolist():
         for link in g.link_ids[g.link_indptr[t]:g.link_indptr[t + 1]]:
             busy[link] += g.size_bytes[t]
-    span = max(tl.makespan_s, 1e-30)
+    span = max(step_s, 1e-30)
     return {name: float(busy[i] / (prog.capacity_Bps[i] * span)) for i, name in enumerate(prog.link_names)}
 
 
@@ -196,7 +194,8 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     rng = np.random.default_rng(seed)
     prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
-    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)]) + _overhead(budget)
+    # the scenario's fixed cost per step (cluster.step_overhead_s) follows each timeline, as in the budget
+    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)]) + float(budget.step_overhead_s)
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
 
 

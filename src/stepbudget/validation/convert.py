@@ -122,19 +122,26 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (*((f"mlperf training v{r}", f"MLPerf Training v{r}") for r in ("3.0", "3.1", "4.0", "4.1", "5.0", "5.1")),
-            ("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
+_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
             ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("tr11-176b", "BLOOM"),
             ("glm-130b", "GLM-130B"), ("bloomberggpt", "BloombergGPT"))
 """Keywords of a run's document (else its id) -> the source its summary row is grouped under; the first that
-matches wins (an MLPerf round's Llama 3.1 runs are that round's, not Llama 3's)."""
+matches wins. An MLPerf round names its own source first (its Llama 3.1 runs are that round's, not Llama 3's)."""
+_MLPERF_ROUND = re.compile(r"mlperf training v\d+(?:\.\d+)*", re.IGNORECASE)
 
 
-POSITIONS = ((r"alibi", "alibi"), (r"learned|absolute", "learned"), (r"rotary|rope", "rotary"))
-"""A run's ``model.position_embedding`` text -> the model's positions (first match wins)."""
+POSITIONS = {"alibi": "alibi", "learned": "learned", "absolute": "learned", "rotary": "rotary", "rope": "rotary"}
+"""Words of a run's ``model.position_embedding`` -> the model's positions; the word the text names first wins
+("learned absolute (... does not set alibi)" is learned)."""
+
+
+def positions_of(value) -> str | None:
+    """The positions a run's ``model.position_embedding`` names first, None when it names none."""
+    found = re.search(r"(?<![a-z])(" + "|".join(POSITIONS) + r")(?![a-z])", _text(value).replace("_", " "))
+    return POSITIONS[found.group(1)] if found else None
 
 
 def source_of(run: dict) -> str:
@@ -143,6 +150,9 @@ def source_of(run: dict) -> str:
         return next((name for key, name in _SOURCES if key in text.lower()), None)
 
     doc = str((run.get("source") or {}).get("document", "")).strip()
+    mlperf = _MLPERF_ROUND.search(doc)
+    if mlperf:
+        return "MLPerf Training v" + mlperf.group(0).rsplit("v", 1)[1]
     if doc:
         return known(doc) or doc.split(",")[0].strip()
     return known(run["id"]) or "other"
@@ -211,14 +221,19 @@ def _text(value) -> str:
     return "" if value is None else str(value).lower()
 
 
+_PRECISION_WORDS = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+
+
 def grad_reduce_precision(value) -> str | None:
-    """The precision a run's ``layout.grad_reduce`` names: "fp32" or "bf16" (a flag such as
-    ``grad_reduce_in_fp32=False`` read as what it sets), None when it names neither or both."""
+    """The precision a run's ``layout.grad_reduce`` names: "fp32" or "bf16" (float32 and bfloat16 too; a flag
+    such as ``grad_reduce_in_fp32=False`` read as what it sets), None when it names neither or both."""
     text = _text(value)
-    flag = re.search(r"in_fp32\W{0,3}(true|false|1|0)\b", text)
+    flag = re.search(r"in_(fp32|bf16)\W{0,3}(true|false|yes|no|1|0)(?![a-z0-9])", text)
     if flag:
-        return "fp32" if flag.group(1) in ("true", "1") else "bf16"
-    named = {p for p in ("fp32", "bf16") if re.search(rf"\b{p}\b", text)}
+        said = flag.group(1)
+        return said if flag.group(2) in ("true", "yes", "1") else ({"fp32", "bf16"} - {said}).pop()
+    words = re.findall(r"(?<![a-z0-9])(fp32|float32|bf16|bfloat16)(?![a-z0-9])", text.replace("_", " "))
+    named = {_PRECISION_WORDS[w] for w in words}
     return named.pop() if len(named) == 1 else None
 
 
@@ -278,14 +293,11 @@ def to_case(run: dict) -> Case:
         model["mtp_layers"] = m["mtp_depth"]
     if m.get("tied_embeddings") is not None:
         model["tied_embeddings"] = _flag(m["tied_embeddings"])
-    positions = _text(m.get("position_embedding"))
-    for pattern, kind in POSITIONS:
-        if re.search(pattern, positions):
-            model["positions"] = kind
-            break
-    else:
-        if positions:
-            notes.append(f"position embedding {m['position_embedding']!r} not read: rotary assumed")
+    positions = positions_of(m.get("position_embedding"))
+    if positions:
+        model["positions"] = positions
+    elif m.get("position_embedding"):
+        notes.append(f"position embedding {m['position_embedding']!r} not read: rotary assumed")
 
     # cluster
     cl = data.setdefault("cluster", {})
@@ -385,11 +397,15 @@ def to_case(run: dict) -> Case:
 
     # what the framework overlaps (module doc)
     reduce = grad_reduce_precision(lay.get("grad_reduce"))
+    if reduce is None and lay.get("grad_reduce"):
+        notes.append(f"gradient reduction {lay['grad_reduce']!r} not read: the framework's default kept")
     if reduce == "fp32" or (megatron and reduce is None):
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
         # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
         # whose optimizer reduces in BF16 says that (NeMo's distributed_fused_adam, grad_sync_dtype: bf16)
         data.setdefault("precision", {})["grads"] = "fp32"
+    elif reduce == "bf16":  # stated: whatever a preset's framework reduced in
+        data.setdefault("precision", {})["grads"] = "bf16"
     ov = data.setdefault("overlap", {})
     if "megascale-moe" in fw:
         ov.update(tp=1.0, cp=1.0, ep=1.0)

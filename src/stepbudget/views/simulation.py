@@ -21,6 +21,7 @@ def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | Non
         "scenario": r.program.budget.plan.scenario.name,
         "step_s": r.step_s,
         "analytical_step_s": r.analytical_step_s,
+        "step_overhead_s": float(r.program.budget.step_overhead_s),
         "difference": r.step_s / r.analytical_step_s - 1,
         "exposed_comm_s": {k: v for k, v in r.exposed_s.items() if k != "bubble"},
         "bubble_s": r.exposed_s["bubble"],
@@ -54,8 +55,17 @@ def simulate_table(r: StepResult) -> Table:
     for dim, sec in r.exposed_s.items():
         if dim != "bubble" and sec > 0:
             t.add_row(f"exposed {dim.upper()}", fmt_time(sec), "idle time of the last stage waiting for it")
+    overhead = float(r.program.budget.step_overhead_s)
+    if overhead:
+        t.add_row("fixed cost per step", fmt_time(overhead), "cluster.step_overhead_s, after the timeline")
     t.add_row("deadline misses", str(len(r.deadline_misses)), "hidden exchanges or DP buckets that ended late")
     return t
+
+
+def _fixed_cost(r: StepResult) -> str:
+    """A plot title's note of the fixed cost per step, which follows the drawn timeline."""
+    overhead = float(r.program.budget.step_overhead_s)
+    return f" ({overhead:.3f} s of it the fixed cost per step, not drawn)" if overhead else ""
 
 
 def misses_table(r: StepResult, limit: int = 12) -> Table:
@@ -132,7 +142,7 @@ def _matplotlib(rows, r: StepResult, tmp: Path) -> None:
     ax.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("seconds")
-    ax.set_title(f"{r.program.budget.plan.scenario.name}: one simulated step, {r.step_s:.3f} s "
+    ax.set_title(f"{r.program.budget.plan.scenario.name}: one simulated step, {r.step_s:.3f} s{_fixed_cost(r)} "
                  f"(budget {r.analytical_step_s:.3f} s), {len(r.deadline_misses)} deadline misses", fontsize=10)
     ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLORS.items() if k != "bubble"], fontsize=7,
               ncol=5, loc="lower right")
@@ -149,6 +159,6 @@ def _plotly(rows, r: StepResult):
     for name, bars in rows:
         fig.add_trace(go.Bar(y=[name] * len(bars), x=[d for _, d, _ in bars], base=[s for s, _, _ in bars],
                              orientation="h", marker_color=[c for _, _, c in bars], showlegend=False))
-    fig.update_layout(barmode="overlay", title=f"One simulated step: {r.step_s:.3f} s", template="plotly_white",
+    fig.update_layout(barmode="overlay", title=f"One simulated step: {r.step_s:.3f} s{_fixed_cost(r)}", template="plotly_white",
                       yaxis={"autorange": "reversed"}, xaxis_title="seconds")
     return fig

@@ -79,7 +79,7 @@ def budget_dict(budget: Budget) -> dict:
         "exposed_comm_s": _num(budget.exposed_comm_s),
         "contention_s": _num(budget.contention_s),
         "comm_sm_share": float(budget.plan.comm_sm_share),
-        "step_overhead_s": _num(budget.overhead_s),
+        "step_overhead_s": _num(budget.step_overhead_s),
         "step_s": _num(budget.step_s),
         "mfu": _num(budget.mfu),
         "hfu": _num(budget.hfu),
