@@ -110,7 +110,7 @@ class Positions(StrEnum):
     LEARNED = "learned"
     """Absolute positions added once to the input embedding (GPT-2/3; Megatron-LM's learned_absolute)."""
     ALIBI = "alibi"
-    """A distance bias the attention kernel adds to its scores (BLOOM, MPT)."""
+    """A distance bias the attention kernel adds to its scores (BLOOM, BloombergGPT)."""
 
 
 class CPKind(StrEnum):

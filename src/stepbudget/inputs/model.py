@@ -82,7 +82,7 @@ class Model(Frozen):
     """swiglu (three h x d_ff matrices) or gelu (two)."""
     positions: Positions = Positions.ROTARY
     """rotary (a memory-bound pass over Q and K in every layer), learned (added once at the input: GPT-3,
-    Megatron-LM's default) or alibi (a bias inside the attention kernel: BLOOM, MPT); the last two cost
+    Megatron-LM's default) or alibi (a bias inside the attention kernel: BLOOM, BloombergGPT); the last two cost
     no per-layer pass."""
     vocab_size: int = Field(gt=0, le=MAX_COUNT)
     """Vocabulary V (padded size if the model pads it)."""
