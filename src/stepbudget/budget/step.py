@@ -173,5 +173,6 @@ def estimate(plan: Plan) -> Budget:
     hfu = plan.hardware_flops_per_gpu / (step * plan.peak_flops)
     return Budget(
         plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
-        step_s=step, contention_s=contention, step_overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu, mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
+        step_s=step, contention_s=contention, step_overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu,
+        mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
     )

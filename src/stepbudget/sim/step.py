@@ -81,11 +81,10 @@ def simulate_step(
     """One simulated step of ``budget``'s plan. ``link_rate`` scales every link (0.5 = half rate)."""
     prog = program or step_program(budget, contention=contention)
     tl = _run(prog, link_rate, jitter, rng)
+    step = tl.makespan_s + float(budget.step_overhead_s)  # the fixed cost per step follows the timeline
     return StepResult(
-        program=prog, timeline=tl, step_s=tl.makespan_s + float(budget.step_overhead_s),
-        analytical_step_s=float(budget.step_s),
-        exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl),
-        link_utilisation=_utilisation(prog, tl.makespan_s + float(budget.step_overhead_s)),
+        program=prog, timeline=tl, step_s=step, analytical_step_s=float(budget.step_s),
+        exposed_s=_attribute(prog, tl), deadline_misses=_misses(prog, tl), link_utilisation=_utilisation(prog, step),
     )
 
 
