@@ -56,6 +56,11 @@ class StepResult:
     link_utilisation: dict[str, float] = field(default_factory=dict)
     """Busy share of the step for each link."""
 
+    @property
+    def step_overhead_s(self) -> float:
+        """The scenario's fixed cost per step (cluster.step_overhead_s), which follows the timeline."""
+        return float(self.program.budget.step_overhead_s)
+
 
 def _lognormal(rng: np.random.Generator, cv: float, size) -> np.ndarray:
     if cv <= 0:

@@ -122,15 +122,15 @@ class Case:
     assumptions: list[str] = field(default_factory=list)
 
 
-_SOURCES = (("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
+_SOURCES = ((r"mlperf training v(\d+(?:\.\d+)*)", r"MLPerf Training v\1"),  # a round's Llama runs are the round's
+            ("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
             ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
             ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
             ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
             ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("tr11-176b", "BLOOM"),
             ("glm-130b", "GLM-130B"), ("bloomberggpt", "BloombergGPT"))
-"""Keywords of a run's document (else its id) -> the source its summary row is grouped under; the first that
-matches wins. An MLPerf round names its own source first (its Llama 3.1 runs are that round's, not Llama 3's)."""
-_MLPERF_ROUND = re.compile(r"mlperf training v\d+(?:\.\d+)*", re.IGNORECASE)
+"""Patterns in a run's document (else its id) -> the source its summary row is grouped under (a match's
+groups fill the name); the first that matches wins."""
 
 
 POSITIONS = {"alibi": "alibi", "learned": "learned", "absolute": "learned", "rotary": "rotary", "rope": "rotary"}
@@ -147,12 +147,10 @@ def positions_of(value) -> str | None:
 def source_of(run: dict) -> str:
     """The source a run's summary row groups it under: named by its document, else by its id."""
     def known(text: str) -> str | None:
-        return next((name for key, name in _SOURCES if key in text.lower()), None)
+        found = ((re.search(pattern, text.lower()), name) for pattern, name in _SOURCES)
+        return next((match.expand(name) for match, name in found if match), None)
 
     doc = str((run.get("source") or {}).get("document", "")).strip()
-    mlperf = _MLPERF_ROUND.search(doc)
-    if mlperf:
-        return "MLPerf Training v" + mlperf.group(0).rsplit("v", 1)[1]
     if doc:
         return known(doc) or doc.split(",")[0].strip()
     return known(run["id"]) or "other"
@@ -231,7 +229,7 @@ def grad_reduce_precision(value) -> str | None:
     flag = re.search(r"in_(fp32|bf16)\W{0,3}(true|false|yes|no|1|0)(?![a-z0-9])", text)
     if flag:
         said = flag.group(1)
-        return said if flag.group(2) in ("true", "yes", "1") else ({"fp32", "bf16"} - {said}).pop()
+        return said if flag.group(2) in ("true", "yes", "1") else {"fp32": "bf16", "bf16": "fp32"}[said]
     words = re.findall(r"(?<![a-z0-9])(fp32|float32|bf16|bfloat16)(?![a-z0-9])", text.replace("_", " "))
     named = {_PRECISION_WORDS[w] for w in words}
     return named.pop() if len(named) == 1 else None

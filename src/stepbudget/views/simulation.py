@@ -21,7 +21,7 @@ def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | Non
         "scenario": r.program.budget.plan.scenario.name,
         "step_s": r.step_s,
         "analytical_step_s": r.analytical_step_s,
-        "step_overhead_s": float(r.program.budget.step_overhead_s),
+        "step_overhead_s": r.step_overhead_s,
         "difference": r.step_s / r.analytical_step_s - 1,
         "exposed_comm_s": {k: v for k, v in r.exposed_s.items() if k != "bubble"},
         "bubble_s": r.exposed_s["bubble"],
@@ -55,17 +55,15 @@ def simulate_table(r: StepResult) -> Table:
     for dim, sec in r.exposed_s.items():
         if dim != "bubble" and sec > 0:
             t.add_row(f"exposed {dim.upper()}", fmt_time(sec), "idle time of the last stage waiting for it")
-    overhead = float(r.program.budget.step_overhead_s)
-    if overhead:
-        t.add_row("fixed cost per step", fmt_time(overhead), "cluster.step_overhead_s, after the timeline")
+    if r.step_overhead_s:
+        t.add_row("fixed cost per step", fmt_time(r.step_overhead_s), "cluster.step_overhead_s, after the timeline")
     t.add_row("deadline misses", str(len(r.deadline_misses)), "hidden exchanges or DP buckets that ended late")
     return t
 
 
 def _fixed_cost(r: StepResult) -> str:
     """A plot title's note of the fixed cost per step, which follows the drawn timeline."""
-    overhead = float(r.program.budget.step_overhead_s)
-    return f" ({overhead:.3f} s of it the fixed cost per step, not drawn)" if overhead else ""
+    return f" ({r.step_overhead_s:.3f} s of it the fixed cost per step, not drawn)" if r.step_overhead_s else ""
 
 
 def misses_table(r: StepResult, limit: int = 12) -> Table:
