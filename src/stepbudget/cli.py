@@ -74,9 +74,22 @@ def _emit(as_json: bool, document: Callable[[], object], shown: Callable[[], Ite
             console.print(f"wrote {path}")
 
 
+def _carried(scenario: str, sets: list[str] | None):
+    """The scenario a budget of ``scenario`` with ``sets`` evaluates, and the rate a whole-step rate was carried at."""
+    from stepbudget.sweep.calibrate import carried
+
+    try:
+        return carried(scenario, sets or [])
+    except (ScenarioError, UnitError) as e:
+        fail(str(e))
+
+
 def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
-    b = estimate(derive(_load(scenario, sets)))
-    _emit(as_json, lambda: budget_dict(b), lambda: budget_tables(b))
+    from stepbudget.sweep.calibrate import kernel_view
+
+    sc, rate = _carried(scenario, sets)
+    b, kernel = estimate(derive(sc)), kernel_view(sc)
+    _emit(as_json, lambda: budget_dict(b, kernel, rate), lambda: budget_tables(b, kernel, rate))
 
 
 @app.callback(invoke_without_command=True)
@@ -96,8 +109,8 @@ def presets() -> None:
 
 @app.command()
 def show(scenario: ScenarioArg, sets: Sets = None) -> None:
-    """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML."""
-    sc = _load(scenario, sets)
+    """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML: what budget evaluates."""
+    sc, _ = _carried(scenario, sets)
     print(yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False, width=110), end="")
 
 
@@ -312,7 +325,7 @@ def wire(
     from stepbudget.views.wire import wire_dict, wire_figure, wire_table
     from stepbudget.wire import wire_of
 
-    sc = _load(scenario, sets)
+    sc, _ = _carried(scenario, sets)
     try:
         window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
     except UnitError as e:

@@ -343,6 +343,10 @@ QPS_ALL_TO_ALL = 15
 """Queue pairs per GPU of an all-to-all (same table: about 15)."""
 
 
+_RATES = "cluster.nic_Bps, cluster.nvlink_Bps, cluster.achieved_flops"
+"""The fields whose units set a step's length, named when a step is implausibly long."""
+
+
 @dataclass(frozen=True)
 class Wire:
     """One NIC of a budget's job over a few steps: the wire view, its rate series and the counter's."""
@@ -385,11 +389,11 @@ def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
     span = max(window_s, step * steps)
     _require(span / step <= MAX_POINTS, "window_s", window_s,
              f"spans {span / step:.3g} steps of {step:.3g} s (more than {MAX_POINTS:,}); poll more often (--window), "
-             "or check the scenario's rates and their units")
+             f"or check the scenario's rates and their units ({_RATES})")
     _require(span / window_s <= MAX_POINTS, "window_s", window_s,
              f"gives {span / window_s:.3g} counter readings over {steps} steps of {step:.3g} s (more than "
              f"{MAX_POINTS:,}); poll less often (--window), show fewer steps (--steps), or check the scenario's "
-             "rates and their units")
+             f"rates and their units ({_RATES})")
     t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
     long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window
     tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)

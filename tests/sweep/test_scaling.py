@@ -148,3 +148,55 @@ def test_cli_json_has_the_points():
     data = json.loads(result.output)
     assert [p["gpus"] for p in data["points"]] == [16384, 32768]
     assert {"compute_s", "dp_s", "comm_share", "exposed_share", "mfu", "step_s", "fits"} <= set(data["points"][0])
+
+
+def _json(*args):
+    import json
+
+    r = CliRunner().invoke(app, list(args))
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_budget_and_scale_agree_at_another_size():
+    # a changed job carries its measured whole-step rate as scale does: same compute, bubble, step and MFU
+    b = _json("budget", "llama3-405b", "--set", "cluster.gpus=131072", "--set", "layout.dp=1024", "--json")
+    (p,) = _json("scale", "llama3-405b", "--gpus", "131072", "--json")["points"]
+    for key in ("compute_s", "bubble_s", "step_s", "mfu"):
+        assert b[key] == pytest.approx(p[key], rel=1e-9), key
+    assert b["carried_rate_flops"] == pytest.approx(_json("scale", "llama3-405b", "--gpus", "131072",
+                                                          "--json")["kernel_rate_flops"], rel=1e-9)
+    assert p["bubble_s"] < p["step_s"]  # a bubble inside a step, not longer than it
+
+
+def test_budget_and_scale_split_the_measured_step_the_same_way_at_its_own_size():
+    b = _json("budget", "llama3-405b", "--json")
+    s = _json("scale", "llama3-405b", "--gpus", "16384", "--json")
+    (p,) = s["points"]
+    assert b["step_s"] == pytest.approx(p["step_s"], rel=1e-6) == s["as_measured"]["step_s"]
+    kernel = b["kernel_view"]  # budget's own line on how scale reads its rate
+    for key in ("compute_s", "bubble_s", "step_s"):
+        assert kernel[key] == pytest.approx(p[key], rel=1e-9), key
+    assert (s["as_measured"]["compute_s"], s["as_measured"]["bubble_s"]) == (b["compute_s"], b["bubble_s"])
+    text = CliRunner().invoke(app, ["scale", "llama3-405b", "--gpus", "16384"]).output
+    assert "the same 6.28 s step as budget" in " ".join(text.split())
+
+
+def test_rate_and_name_overrides_keep_a_measured_rate():
+    from stepbudget.sweep.calibrate import carried
+
+    kept, rate = carried("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "name=mine"])
+    assert rate is None and kept.cluster.achieved_flops == 380e12 and kept.cluster.rate_scope == "step"
+    moved, rate = carried("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "layout.pp=8", "layout.dp=256"])
+    assert moved.cluster.rate_scope == "kernel" and rate > 380e12
+    # the stated 380 TFLOP/s is what was measured on the preset's layout: its kernel rate reproduces that step
+    measured = sb.estimate(sb.derive(sb.load("llama3-405b", ["cluster.achieved_flops=380TFLOP/s"])))
+    same_layout = sb.load("llama3-405b", ["cluster.achieved_flops=null", "cluster.rate_scope=kernel",
+                                          f"cluster.achieved_fraction={moved.cluster.achieved_fraction}"])
+    assert float(sb.estimate(sb.derive(same_layout)).step_s) == pytest.approx(float(measured.step_s), rel=1e-6)
+
+
+def test_budget_set_and_whatif_vary_agree():
+    b = _json("budget", "llama3-405b", "--set", "cluster.nic_Bps=200Gb/s", "--json")
+    w = _json("whatif", "llama3-405b", "--vary", "cluster.nic_Bps=200Gb/s", "--json")
+    assert b["step_s"] == pytest.approx(w["variants"][1]["budget"]["step_s"], rel=1e-9)

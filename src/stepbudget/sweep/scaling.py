@@ -19,7 +19,7 @@ import numpy as np
 
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
-from stepbudget.budget.step import estimate
+from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import Axis
 from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario, ScenarioError
@@ -60,6 +60,9 @@ class ScaleCurve:
     researched: bool
     points: list[ScalePoint]
     calibrated_rate: float | None
+    measured: Budget | None = None
+    """The scenario as written, when its rate is a measured whole-step rate: what ``budget`` shows at its own size
+    (compute and bubble at the measured rate, both inside it) against this curve's split at the kernel rate."""
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -76,11 +79,13 @@ def parse_gpus(text: str) -> list[int]:
 def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research: bool = False) -> ScaleCurve:
     """The scaling curve of ``scenario`` over ``sizes`` GPU counts (strong unless ``weak``)."""
     base, rate = kernel_scenario(scenario)
+    measured = estimate(derive(scenario)) if rate is not None else None
     lay = base.layout
     group = lay.tp * lay.cp * lay.pp
     seqs0, dp0 = base.global_batch_seqs, lay.dp
     if research:
-        return ScaleCurve(base, "weak" if weak else "strong", True, [_best(base, n, seqs0, dp0, weak) for n in sizes], rate)
+        return ScaleCurve(base, "weak" if weak else "strong", True, [_best(base, n, seqs0, dp0, weak) for n in sizes], rate,
+                          measured)
     for n in sizes:
         if n % group:
             raise ScenarioError(
@@ -106,7 +111,7 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
             "ranks; choose sizes whose dp*cp is a multiple of 2*dp_replicas, or lower dp_replicas"
         )
     points = [_evaluate(base, n, int(s), {"dp": np.asarray(d)}) for n, d, s in zip(sizes, dp, seqs)]
-    return ScaleCurve(base, "weak" if weak else "strong", False, points, rate)
+    return ScaleCurve(base, "weak" if weak else "strong", False, points, rate, measured)
 
 
 def _with_batch(sc: Scenario, seqs: int, gpus: int) -> Scenario:

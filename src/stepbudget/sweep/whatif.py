@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import DIMS, Budget, estimate
-from stepbudget.enums import RateScope
 from stepbudget.inputs.scenario import Scenario, ScenarioError, load
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import kernel_scenario
+from stepbudget.sweep.calibrate import RATE_FIELDS, at_kernel_fraction, kernel_scenario
 
 CHAPTER_CASES: dict[str, dict[str, tuple[str, ...]]] = {
     # chapter 5.7: "If the next GPU has 141 or 192 GB of HBM, PP can drop from 16 to 8 ... half the
@@ -76,11 +75,9 @@ def parse_vary(text: str) -> tuple[str, ...]:
 
 
 def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Scenario:
-    if any(c.startswith(("cluster.achieved", "cluster.rate_scope")) for c in changes):
+    if any(c.startswith(RATE_FIELDS) for c in changes):
         return sc  # the variant says what rate it runs at
-    cluster = sc.cluster.model_copy(update={"achieved_flops": None, "achieved_fraction": fraction,
-                                            "rate_scope": RateScope.KERNEL})
-    return sc.model_copy(update={"cluster": cluster})
+    return at_kernel_fraction(sc, fraction)
 
 
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:

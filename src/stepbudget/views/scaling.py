@@ -21,7 +21,27 @@ def scale_dict(curve: ScaleCurve) -> dict:
         "kernel_rate_flops": float(derive(curve.scenario).flops_rate),
         "calibrated_rate": curve.calibrated_rate is not None,
         "points": [asdict(p) for p in curve.points],
-    }
+    } | ({"as_measured": measured_dict(curve)} if curve.measured is not None else {})
+
+
+def measured_dict(curve: ScaleCurve) -> dict:
+    """What `budget` shows for the scenario as written, whose whole-step rate the curve carries as a kernel rate."""
+    b = curve.measured
+    return {"gpus": b.plan.scenario.cluster.gpus, "rate_flops": float(b.plan.flops_rate), "compute_s": float(b.compute_s),
+            "bubble_s": float(b.bubble_s), "step_s": float(b.step_s)}
+
+
+def measured_note(curve: ScaleCurve) -> str | None:
+    """One line on why `budget` and this table split the same measured step differently, at the scenario's size."""
+    if curve.measured is None:
+        return None
+    m = measured_dict(curve)
+    at = next((p for p in curve.points if p.gpus == m["gpus"] and not curve.researched), None)
+    same = (f"the same {fmt_time(at.step_s)} step as budget at {m['gpus']:,} GPUs, " if at is not None
+            else f"budget's {fmt_time(m['step_s'])} step at {m['gpus']:,} GPUs, ")
+    return (same + f"which shows compute {fmt_time(m['compute_s'])} and bubble {fmt_time(m['bubble_s'])} at the measured "
+            f"{fmt_flops(m['rate_flops'])} whole-step rate (both inside it); here that rate is split as the kernel rate "
+            f"{fmt_flops(float(derive(curve.scenario).flops_rate))} with the bubble and exposed time added")
 
 
 def scale_table(curve: ScaleCurve) -> Table:
@@ -42,7 +62,8 @@ def scale_table(curve: ScaleCurve) -> Table:
             f"{p.mfu:.1%}", Text(fmt_bytes(p.memory_bytes), style="" if p.fits else "red"),
         )
     notes = [f"{p.gpus:,} GPUs: {p.note}" for p in curve.points if p.note]
-    if notes:
-        t.caption = "evaluated anyway - " + " | ".join(notes)
+    lines = [measured_note(curve)] + (["evaluated anyway - " + " | ".join(notes)] if notes else [])
+    if any(lines):
+        t.caption = "\n".join(line for line in lines if line)
         t.caption_justify = "left"
     return t

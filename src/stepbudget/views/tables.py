@@ -42,8 +42,18 @@ def layout_label(sc: Scenario) -> str:
     return f"{degrees_label(lambda a: getattr(lay, a))} · {sched} · {dp} · micro-batch {lay.micro_batch}"
 
 
-def budget_dict(budget: Budget) -> dict:
-    """The `budget --json` object (keys documented in the README). 0-d budgets only."""
+def kernel_dict(kernel: Budget) -> dict:
+    """A whole-step rate's kernel view: the same step at the kernel rate that reproduces it (calibrate.kernel_view)."""
+    return {"rate_flops": _num(kernel.plan.flops_rate), "compute_s": _num(kernel.compute_s),
+            "bubble_s": _num(kernel.bubble_s), "exposed_comm_s": _num(kernel.exposed_comm_s),
+            "step_s": _num(kernel.step_s)}
+
+
+def budget_dict(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> dict:
+    """The `budget --json` object (keys documented in the README). 0-d budgets only.
+
+    ``kernel``: the kernel view of a whole-step rate (``kernel_view``); ``carried_rate``: the kernel rate a
+    changed whole-step-rate scenario was carried at (``carried``)."""
     p, sc = budget.plan, budget.plan.scenario
     rows = []
     for x, exposed in zip(budget.exchanges, budget.exposed_s):
@@ -93,10 +103,11 @@ def budget_dict(budget: Budget) -> dict:
             for d in DIMS
         },
         "exchanges": rows,
-    }
+    } | ({"kernel_view": kernel_dict(kernel)} if kernel is not None else {}) | (
+        {"carried_rate_flops": carried_rate} if carried_rate is not None else {})
 
 
-def summary_table(budget: Budget) -> Table:
+def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> Table:
     d = budget_dict(budget)
     sc = budget.plan.scenario
     t = Table(title=f"{sc.name}: {sc.cluster.gpus:,} GPUs · {layout_label(sc)}", title_justify="left", show_header=False)
@@ -121,10 +132,27 @@ def summary_table(budget: Budget) -> Table:
         t.add_row("fixed cost per step", fmt_time(d["step_overhead_s"]), "cluster.step_overhead_s: host work and syncs")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
+    notes = []
+    if kernel is not None:
+        notes.append(kernel_note(kernel))
+    if carried_rate is not None:
+        notes.append(f"the job was changed, so its measured whole-step rate was carried as the {fmt_flops(carried_rate)} "
+                     f"kernel rate that reproduces the measured step ({budget.plan.flops_rate / sc.peak_gemm_flops:.1%} "
+                     "of the GEMM peak), as scale, search and whatif carry it")
     if budget.plan.rate_source == "operators" and sc.layout.pp > 1 and not d["step_overhead_s"]:
-        t.caption = step_cost_note(d["step_s"])
+        notes.append(step_cost_note(d["step_s"]))
+    if notes:
+        t.caption = "\n".join(notes)
         t.caption_justify = "left"
     return t
+
+
+def kernel_note(kernel: Budget) -> str:
+    """One line: how scale, search and whatif split a measured whole-step rate's step."""
+    return (f"scale, search and whatif read the measured rate as the {fmt_flops(float(kernel.plan.flops_rate))} kernel "
+            f"rate that gives this step: compute {fmt_time(float(kernel.compute_s))} + bubble "
+            f"{fmt_time(float(kernel.bubble_s))} + exposed {fmt_time(float(kernel.exposed_comm_s))} = "
+            f"{fmt_time(float(kernel.step_s))}")
 
 
 UNMODELLED_STEP_COST_S = (0.3, 0.9)
@@ -206,7 +234,7 @@ def roofline_table(budget: Budget) -> Table:
     return t
 
 
-def budget_tables(budget: Budget) -> list[Table]:
+def budget_tables(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> list[Table]:
     """What `budget` prints: the summary, the exchanges, the operators (operator model) and the roofline."""
-    return [summary_table(budget), exchanges_table(budget), *([operators_table(budget)] if budget.plan.operators else []),
+    return [summary_table(budget, kernel, carried_rate), exchanges_table(budget), *([operators_table(budget)] if budget.plan.operators else []),
             roofline_table(budget)]
