@@ -4,6 +4,7 @@ with --set, and checked as a whole. Every error names the field and the fix."""
 from __future__ import annotations
 
 import copy
+import functools
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -234,7 +235,7 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         preset = _PRESETS / f"{ref}.yaml"
         if not preset.is_file():
             raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} or give a .yaml/.toml path")
-        data = _read_text(preset.read_text(encoding="utf-8"), ".yaml", ref)
+        data = copy.deepcopy(_preset_data(ref))
     base = data.pop("base", None)
     if base is not None:
         base = str(base)
@@ -243,6 +244,12 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
             base = str(beside)
         data = _deep_merge(raw_scenario(base, _seen + (ref,)), data)
     return data
+
+
+@functools.cache
+def _preset_data(ref: str) -> dict[str, Any]:
+    """A preset's mapping as read, once: presets are package data (callers get a copy to change)."""
+    return _read_text((_PRESETS / f"{ref}.yaml").read_text(encoding="utf-8"), ".yaml", ref)
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
