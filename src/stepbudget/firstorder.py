@@ -163,6 +163,8 @@ class StrongScaling:
     """D = G / M."""
     dp_factor: np.ndarray
     compute_s: np.ndarray
+    bytes_per_gpu: np.ndarray
+    """The DP exchange: a ring all-reduce of the gradient at ``grad_bytes`` an element over D."""
     comm_s: np.ndarray
     comm_share: np.ndarray
     """T_comm / (T_comp + T_comm): the step's communication share if nothing were hidden."""
@@ -178,11 +180,12 @@ def strong_scaling(N, G, B, M, nic_Bps, F, phi, peak_flops, grad_bytes=BF16) -> 
     N, G, B, M, nic, F, phi, peak, wg = _arrays(N, G, B, M, nic_Bps, F, phi, peak_flops, grad_bytes)
     D = G / M
     comp = compute_s(N, B, G, F)
-    comm = dp_bytes_per_gpu(N, M, D, DPKind.ALL_REDUCE, wg) / nic  # chapter 5.4's T_comm
+    sent = dp_bytes_per_gpu(N, M, D, DPKind.ALL_REDUCE, wg)
+    comm = sent / nic  # chapter 5.4's T_comm
     hidden = np.minimum(phi * comm, comp)  # hidden time cannot exceed the compute it hides behind (chapter 5.4)
     exposed = comm - hidden  # (1 - phi) T_comm while phi T_comm <= T_comp
     step = comp + exposed  # T_step = T_comp + T_exposed (chapter 5.4)
-    return StrongScaling(dp=D, dp_factor=dp_factor(D), compute_s=comp, comm_s=comm, comm_share=comm / (comp + comm),
+    return StrongScaling(dp=D, dp_factor=dp_factor(D), compute_s=comp, bytes_per_gpu=sent, comm_s=comm, comm_share=comm / (comp + comm),
                          hidden_s=hidden, exposed_s=exposed, step_s=step, mfu=F / peak * comp / step)
 
 

@@ -117,6 +117,11 @@ def fmt_rate(x: float) -> str:
     return _fmt(x, "B/s")
 
 
+def fmt_bits_rate(x: float) -> str:
+    """Bytes per second as bits per second, as line rates are quoted: 50e9 -> 400 Gb/s."""
+    return _fmt(x * BITS_PER_BYTE, "b/s")
+
+
 def fmt_flops(x: float) -> str:
     """FLOP/s: 400 TFLOP/s."""
     return _fmt(x, "FLOP/s")

@@ -81,24 +81,51 @@ class MoEReport:
     """Whether the scenario forwards (``ep_kind: deepep`` or a node limit) rather than sending every copy."""
 
 
-def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
-               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
+@dataclass(frozen=True)
+class LayerInputs:
+    """What one MoE layer's hiding ratio and times take from a scenario (formulas.md 7.1)."""
+
+    expert_ffn: int
+    hidden: int
+    tokens_per_gpu: int
+    """Tokens one GPU dispatches per micro-batch (the budget's figure, budget/traffic.py)."""
+    top_k: int
+    ep: int
+    peak_flops: float
+    """The GEMMs' peak (FP8 where precision.gemm says so)."""
+    nvlink_Bps: float
+    nic_Bps: float
+    dispatch_bytes: float
+    """Bytes per element of the dispatched tokens."""
+    swiglu: bool
+    ep_in_node: bool
+    """Whether the EP group fits in one node, so the all-to-all stays on NVLink."""
+
+
+def layer_inputs(sc: Scenario) -> LayerInputs:
+    """One MoE layer of ``sc``: expert width, hidden size, tokens per GPU, top-k, EP, peak and link rates."""
     model = sc.model
     if model.moe is None:
         raise ScenarioError(f"model.moe: {sc.name} is a dense model; add model.moe (experts, top_k) or pick an MoE preset")
-    moe, lay, cl = model.moe, sc.layout, sc.cluster
     plan = derive(sc)
-    peak = sc.peak_gemm_flops
-    ep = lay.ep
-    swiglu = model.activation == Activation.SWIGLU
-    f = moe.expert_ffn_size
-    nic, nvlink = float(plan.nic_Bps), float(plan.nvlink_Bps)
+    return LayerInputs(
+        expert_ffn=model.moe.expert_ffn_size, hidden=model.hidden_size, tokens_per_gpu=int(plan.dispatch_tokens),
+        top_k=model.moe.top_k, ep=sc.layout.ep, peak_flops=sc.peak_gemm_flops, nvlink_Bps=float(plan.nvlink_Bps),
+        nic_Bps=float(plan.nic_Bps), dispatch_bytes=sc.precision.dispatch,
+        swiglu=model.activation == Activation.SWIGLU, ep_in_node=int(np.asarray(plan.q["ep"])) >= sc.layout.ep)
+
+
+def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
+               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
+    li = layer_inputs(sc)
+    model, moe, cl = sc.model, sc.model.moe, sc.cluster
+    plan = derive(sc)
+    peak, ep, f, nic, nvlink = li.peak_flops, li.ep, li.expert_ffn, li.nic_Bps, li.nvlink_Bps
     ratio = {name: {"exact": float(hiding_ratio(f, B, peak, ep)), "approx": float(hiding_ratio(f, B, peak)),
                     "bandwidth_Bps": B} for name, B in (("nvlink", nvlink), ("nic", nic))}
     chapter = [(label, float(hiding_ratio(ff, B, 989e12, n)), printed) for label, ff, B, n, printed in CHAPTER_ROWS]
-    tokens = int(plan.dispatch_tokens)  # the budget's figure (budget/traffic.py)
-    w = sc.precision.dispatch
-    layer = {name: moe_layer_times(tokens, model.hidden_size, f, moe.top_k, ep, B, peak, w, swiglu)
+    tokens, w = li.tokens_per_gpu, li.dispatch_bytes
+    layer = {name: moe_layer_times(tokens, model.hidden_size, f, moe.top_k, ep, B, peak, w, li.swiglu)
              for name, B in (("nvlink", nvlink), ("nic", nic))}
     q = int(np.asarray(plan.q["ep"]))
     G = int(gpus_per_server or min(q, ep))

@@ -14,10 +14,11 @@ share of the GPU's GEMM peak, and the changed job gets its own bubble and expose
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import RateScope
-from stepbudget.inputs.scenario import Scenario, load
+from stepbudget.inputs.scenario import Scenario, load, preset_names
 from stepbudget.plan.derive import derive
 
 RATE_FIELDS = ("cluster.achieved_flops", "cluster.achieved_fraction", "cluster.rate_scope")
@@ -77,9 +78,21 @@ def carried(ref: str, sets: list[str]) -> tuple[Scenario, float | None]:
     changes = [s for s in sets if _key(s) not in RATE_FIELDS + NAME_FIELDS]
     if sc.cluster.rate_scope != RateScope.STEP or not changes:
         return sc, None
-    measured = load(ref, [s for s in sets if _key(s) in RATE_FIELDS])
-    kernel, rate = kernel_scenario(measured)
+    kernel, rate = kernel_of(ref, [s for s in sets if _key(s) in RATE_FIELDS])
     return at_kernel_fraction(sc, float(derive(kernel).flops_rate) / kernel.peak_gemm_flops), rate
+
+
+def kernel_of(ref: str, sets: list[str] | tuple[str, ...] = ()) -> tuple[Scenario, float | None]:
+    """``kernel_scenario(load(ref, sets))``, calibrated once per preset and overrides."""
+    if ref in preset_names():
+        return _preset_kernel(ref, tuple(sets))
+    return kernel_scenario(load(ref, list(sets)))  # a file may change between calls: calibrated every time
+
+
+@functools.lru_cache(maxsize=256)
+def _preset_kernel(ref: str, sets: tuple[str, ...]) -> tuple[Scenario, float | None]:
+    # presets are package data: a name and its overrides always calibrate to the same rate
+    return kernel_scenario(load(ref, list(sets)))
 
 
 def kernel_view(sc: Scenario) -> Budget | None:

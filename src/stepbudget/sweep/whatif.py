@@ -13,6 +13,7 @@ The traffic matrix of a variant is its bytes per GPU per step, by dimension and 
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import DIMS, Budget, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, load
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import RATE_FIELDS, at_kernel_fraction, kernel_scenario
+from stepbudget.sweep.calibrate import RATE_FIELDS, at_kernel_fraction, kernel_of
 
 CHAPTER_CASES: dict[str, dict[str, tuple[str, ...]]] = {
     # chapter 5.7: "If the next GPU has 141 or 192 GB of HBM, PP can drop from 16 to 8 ... half the
@@ -83,7 +84,7 @@ def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Sce
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
     """The base (``ref`` with ``sets``) and each named variant: at the base's kernel efficiency when the base
     states its rate, by their own operators when the operator model times the base."""
-    base, _ = kernel_scenario(load(ref, sets))
+    base, _ = kernel_of(ref, sets)
     base_plan = derive(base)
     fraction = float(base_plan.flops_rate) / base.peak_gemm_flops
     by_operators = base_plan.rate_source == "operators"  # then every variant times its own operators
@@ -98,3 +99,39 @@ def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]
         plan = derive(sc) if changes else base_plan
         out.append(Variant(name, tuple(changes), sc, estimate(plan), memory_per_gpu(plan)))
     return out
+
+
+HBM_CHOICES = (80e9, 141e9, 192e9)
+"""Panel 5.7's HBM sizes: H100's 80 GB, H200's 141 GB and the 192 GB of a B200 package (chapter 5.7)."""
+PANEL_CHANGES = {
+    # chapter 5.7, the cases of CHAPTER_CASES["llama3-405b"], as toggles that combine
+    "batch": ("batch.global_batch_tokens=33554432",),
+    "moe": ("model.moe={num_experts: 16, top_k: 2, expert_ffn_size: 26624}", "layout.ep=8"),
+    "long": ("model.seq_len=131072", "layout.cp=16", "layout.dp=8"),
+}
+"""Panel 5.7's toggles other than HBM: the batch doubled, dense to MoE, the sequence 8K to 128K (CP from DP)."""
+
+
+def _hbm(hbm_bytes: float, changes: tuple[str, ...]) -> tuple[str, ...]:
+    """More HBM on the same GPU: PP 16 -> 8 on half the GPUs (DP and the batch per replica kept) if that fits."""
+    if hbm_bytes == HBM_CHOICES[0]:
+        return ()
+    bigger = (f"cluster.gpu.hbm_bytes={hbm_bytes:.0f}",)
+    pp8 = (*bigger, "layout.pp=8", "cluster.gpus=8192")  # TP8 PP8 with DP 128 (or CP 16 x DP 8): 8,192 GPUs
+    return pp8 if bool(memory_per_gpu(derive(load("llama3-405b", [*changes, *pp8]))).fits) else bigger
+
+
+@functools.lru_cache(maxsize=64)
+def panel_whatif(hbm_bytes: float = 80e9, double_batch: bool = False, moe: bool = False,
+                 long_sequence: bool = False) -> tuple[Variant, ...]:
+    """Panel 5.7 on Llama 3 405B: the base, each change on its own, and all of them together when more than one
+    is on. Every variant runs at the base's kernel efficiency (``whatif``); 24 settings, each computed once."""
+    on = [name for name, flag in (("batch", double_batch), ("moe", moe), ("long", long_sequence)) if flag]
+    singles = [(name, PANEL_CHANGES[name]) for name in on]
+    if hbm_bytes != HBM_CHOICES[0]:
+        singles.insert(0, ("hbm", _hbm(hbm_bytes, ())))
+    variants = list(singles)
+    if len(singles) > 1:
+        rest = tuple(c for name in on for c in PANEL_CHANGES[name])
+        variants.append(("all", rest + _hbm(hbm_bytes, rest)))
+    return tuple(whatif("llama3-405b", [], variants))

@@ -1,0 +1,221 @@
+"""The chapter's first-order panels against the full model: the same inputs as a scenario, term by term.
+
+Panels 5.1, 5.2 and 5.4 compute with the chapter's first-order formulas (``firstorder.py``). The
+full model (``budget/step.py``) adds what those leave out: TP and PP traffic, the pipeline bubble,
+latency, the DP algorithm and what its overlap hides, and it reads the achieved rate as Llama 3
+measured it, a whole-step average. ``full_model`` maps the panel inputs onto the Llama 3 405B
+presets, the one model whose shapes the panels' ``N`` stands for; ``compare`` lines the two up
+term by term and says which terms differ and why, with the values a reader needs to see it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stepbudget import firstorder as fo
+from stepbudget.budget.step import Budget, estimate
+from stepbudget.enums import Axis, RateScope
+from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.plan.derive import derive
+from stepbudget.sweep.calibrate import RATE_FIELDS, carried, kernel_of
+
+LLAMA3_N = 405e9
+"""Llama 3 405B's parameters as the chapter counts them (the presets' shapes give 405.85B)."""
+MEASURED_RATE = 400e12
+"""The presets' achieved rate: Llama 3 Table 4's 400 TFLOP/s per GPU, a whole-step average."""
+SEQ_LEN = {"llama3-405b": 8192, "llama3-405b-puredp": 1024}
+"""Sequence length of each preset: pure DP splits the batch into 1,024-token sequences (one per GPU)."""
+TP_MAX = 8
+"""GPUs of one NVLink domain: TP fills it before PP takes the rest of a model-parallel group."""
+SLOTS = 128
+"""Llama 3's pipeline slots: 126 layers, the embedding and the loss (llama3-405b preset)."""
+
+DP_LAYOUT = {
+    fo.DPKind.ALL_REDUCE: ("layout.dp_kind=ddp",),
+    fo.DPKind.FSDP: ("layout.dp_kind=fsdp", "layout.reshard_after_forward=false"),
+    fo.DPKind.FSDP_RESHARD: ("layout.dp_kind=fsdp", "layout.reshard_after_forward=true"),
+}
+PRECISION = {fo.BF16: "bf16", fo.FP32: "fp32"}
+
+
+@dataclass(frozen=True)
+class FullModel:
+    """The full model's budget of the panel's inputs, and the command that prints it."""
+
+    ref: str
+    sets: tuple[str, ...]
+    scenario: Scenario
+    budget: Budget
+    measured_rate: float
+    """The achieved rate the panel gave, read as the whole-step rate measured on the preset's own job."""
+    carried_rate: float | None
+    """The kernel rate that measured rate was carried at when the job differs from the measured one."""
+    kernel: Budget | None = None
+    """The measured job itself at that kernel rate, when the budget is the measured job (rate_scope step)."""
+
+    @property
+    def command(self) -> str:
+        return " ".join(["stepbudget budget", self.ref, *(f"--set {s}" for s in self.sets)])
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    """Why the panel's inputs have no full-model scenario: ``reason`` is one of "model", "split", "batch",
+    "scenario"; ``values`` fill its message; ``detail`` is the validator's own line for "scenario"."""
+
+    reason: str
+    values: dict = field(default_factory=dict)
+    detail: str = ""
+
+
+def _rate(x: float) -> str:
+    return f"{x / 1e12:.6g}TFLOP/s"
+
+
+def _link(x: float) -> str:
+    return f"{x * 8 / 1e9:.6g}Gb/s"
+
+
+def _split(M: int) -> tuple[int, int] | None:
+    """(tp, pp) of a model-parallel group of M GPUs: TP fills the node first, PP the rest."""
+    tp = min(M, TP_MAX)
+    if M < 1 or TP_MAX % tp or M % tp or SLOTS % (M // tp):
+        return None
+    return tp, M // tp
+
+
+def full_model(N, G, B, M, nic_Bps, F, dp_kind: str | None = None, grad_bytes=None, param_bytes=None
+               ) -> FullModel | Unmapped:
+    """The Llama 3 405B preset for model-parallel group ``M`` on ``G`` GPUs with ``B`` tokens a step, a NIC of
+    ``nic_Bps`` and ``F`` achieved (whole-step, as measured); ``dp_kind`` and the leg precisions replace the
+    preset's DP (Llama 3's FSDP with an FP32 reduce-scatter) when given. ``Unmapped`` says why not."""
+    N, G, B, M, nic, F = (float(np.asarray(x)) for x in (N, G, B, M, nic_Bps, F))
+    if abs(N / LLAMA3_N - 1) > 0.01:
+        return Unmapped("model", {"N": N, "llama": LLAMA3_N})
+    split = _split(int(M)) if M.is_integer() else None
+    if split is None or not (G / M).is_integer():
+        return Unmapped("split", {"M": M, "G": G, "tp_max": TP_MAX, "slots": SLOTS})
+    tp, pp = split
+    ref = "llama3-405b-puredp" if M == 1 else "llama3-405b"
+    seqs, dp = B / SEQ_LEN[ref], int(G / M)
+    if not seqs.is_integer() or seqs % dp:
+        return Unmapped("batch", {"B": B, "seq_len": SEQ_LEN[ref], "dp": dp})
+    sets = [f"cluster.achieved_flops={_rate(F)}"] if F != MEASURED_RATE else []
+    if G != 16384:  # both presets' size; then DP takes the rest of the GPUs
+        sets += [f"cluster.gpus={int(G)}", f"layout.dp={dp}"]
+    elif M not in (1, 128):
+        sets.append(f"layout.dp={dp}")
+    if M > 1 and (tp, pp) != (8, 16):
+        v = min(4, SLOTS // pp)  # the preset's 2 layers a chunk, fewer chunks where the stage is short
+        sets += [f"layout.tp={tp}", f"layout.pp={pp}", f"layout.virtual_stages={v}"]
+        if pp == 1 or v == 1:
+            sets += ["layout.schedule=1f1b", "layout.virtual_stages=1"]
+    if B != 2**24:
+        sets.append(f"batch.global_batch_tokens={int(B)}")
+    if nic != 50e9:
+        sets.append(f"cluster.nic_Bps={_link(nic)}")
+    if dp_kind is not None:
+        sets += [*DP_LAYOUT[fo.DPKind(dp_kind)], f"precision.grads={PRECISION[int(grad_bytes)]}",
+                 f"precision.params={PRECISION[int(param_bytes)]}"]
+    try:
+        sc, rate = carried(ref, sets)
+    except ScenarioError as e:
+        return Unmapped("scenario", detail=str(e))
+    kernel = None
+    if sc.cluster.rate_scope == RateScope.STEP:  # the measured job as written: how the kernels split its step
+        kernel = estimate(derive(kernel_of(ref, [s for s in sets if s.startswith(RATE_FIELDS)])[0]))
+    return FullModel(ref, tuple(sets), sc, estimate(derive(sc)), F, rate, kernel)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of the step: the first-order value and the full model's (seconds, or a share for MFU)."""
+
+    name: str
+    first: float
+    full: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Panel 5.4's first-order step against the full model's, and the terms that tell them apart."""
+
+    first: fo.StrongScaling
+    full: FullModel
+    terms: list[Term]
+    differs: list[tuple[str, dict]]
+    """(reason, values) for each term that differs: "rate_scope" (carried as a kernel rate), "rate_inside"
+    (the measured rate holds the bubble and critical-path exchanges), "bubble", "dp_bytes", "latency",
+    "other_dims", "overlap"."""
+
+
+def _dp(b: Budget, what: str) -> float:
+    return float(np.asarray(b.by_dim(what)[Axis.DP.value]))
+
+
+@dataclass(frozen=True)
+class DPTotals:
+    """A budget's DP exchange, all collectives together, per GPU per step."""
+
+    bytes_per_gpu: float
+    time_s: float
+    share_of_compute: float
+
+
+def dp_totals(b: Budget) -> DPTotals:
+    time = _dp(b, "time_s")
+    return DPTotals(_dp(b, "bytes_per_gpu"), time, time / float(np.asarray(b.compute_s)))
+
+
+def dp_differs(full: FullModel, first_bytes: float) -> list[tuple[str, dict]]:
+    """How the full model's DP exchange differs from the first-order count: its bytes (the preset's DP kind
+    and precision, or a resharded gather for every micro-batch) and its latency."""
+    b, sc = full.budget, full.scenario
+    out: list[tuple[str, dict]] = []
+    full_bytes = _dp(b, "bytes_per_gpu")
+    if abs(full_bytes / first_bytes - 1) > 0.05:
+        out.append(("dp_bytes", {"first": first_bytes, "full": full_bytes, "dp_kind": sc.layout.dp_kind.value,
+                                 "grads": sc.precision.grads, "reshard": sc.layout.reshard_after_forward,
+                                 "microbatches": float(np.asarray(b.plan.microbatches))}))
+    latency = _dp(b, "time_s") - _dp(b, "bandwidth_s")
+    if latency > 0.05 * _dp(b, "time_s"):
+        out.append(("latency", {"latency": latency, "dp": int(np.asarray(b.plan.dp))}))
+    return out
+
+
+def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
+    """Term by term: compute, DP exchange, other exchanges, bubble, exposed time, step and MFU."""
+    b = full.budget
+    scalar = lambda x: float(np.asarray(x))  # noqa: E731
+    dp_time = _dp(b, "time_s")
+    other = scalar(b.comm_s) - dp_time
+    in_rate = b.plan.rate_scope == RateScope.STEP
+    step = scalar(b.step_s)
+    terms = [Term("compute", scalar(first.compute_s), scalar(b.compute_s)),
+             Term("dp", scalar(first.comm_s), dp_time),
+             Term("other", 0.0, other),
+             Term("bubble", 0.0, 0.0 if in_rate else scalar(b.bubble_s)),
+             Term("exposed", scalar(first.exposed_s), scalar(b.exposed_comm_s)),
+             Term("step", scalar(first.step_s), step),
+             Term("mfu", scalar(first.mfu), scalar(b.mfu))]
+    differs: list[tuple[str, dict]] = []
+    if full.carried_rate is not None:
+        differs.append(("rate_scope", {"measured": full.measured_rate, "kernel": float(b.plan.flops_rate)}))
+    k = full.kernel
+    if k is not None and abs(float(k.plan.flops_rate) / full.measured_rate - 1) > 0.01:
+        # the measured rate holds a bubble and critical-path exchanges the kernels' rate does not
+        differs.append(("rate_inside", {"measured": full.measured_rate, "kernel": float(k.plan.flops_rate),
+                                        "compute": scalar(k.compute_s), "bubble": scalar(k.bubble_s),
+                                        "exposed": scalar(k.exposed_comm_s), "step": scalar(k.step_s)}))
+    elif scalar(b.bubble_s) > 0.01 * step:
+        differs.append(("bubble", {"bubble": scalar(b.bubble_s), "microbatches": scalar(b.plan.microbatches),
+                                   "pp": int(b.plan.pp)}))
+    differs += dp_differs(full, scalar(first.bytes_per_gpu))
+    if other > 0.01 * step and not in_rate:
+        exposed = sum(scalar(e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim != Axis.DP)
+        differs.append(("other_dims", {"time": other, "exposed": exposed}))
+    if abs(scalar(b.exposed_comm_s) - scalar(first.exposed_s)) > 0.05 * step:
+        differs.append(("overlap", {"first": scalar(first.exposed_s), "full": scalar(b.exposed_comm_s)}))
+    return Comparison(first, full, terms, differs)

@@ -1,0 +1,98 @@
+"""The chapter's panels against the full model (sweep/chapter.py, sweep/dimensions.py, whatif.panel_whatif)."""
+
+import dataclasses
+
+import pytest
+
+import stepbudget as sb
+from stepbudget import firstorder as fo
+from stepbudget.sweep import dimensions as dims
+from stepbudget.sweep.chapter import FullModel, Unmapped, compare, dp_differs, dp_totals, full_model
+from stepbudget.sweep.whatif import panel_whatif
+
+LLAMA = dict(N=405e9, G=16384, B=2**24, M=128, nic_Bps=50e9, F=400e12)
+
+
+def first(**kw):
+    a = {**LLAMA, **kw}
+    return fo.strong_scaling(a["N"], a["G"], a["B"], a["M"], a["nic_Bps"], a["F"], 0.9, 989e12)
+
+
+def test_the_defaults_are_the_presets_as_written():
+    assert full_model(**LLAMA).command == "stepbudget budget llama3-405b"
+    assert full_model(**{**LLAMA, "M": 1}).command == "stepbudget budget llama3-405b-puredp"
+    measured = sb.estimate(sb.derive(sb.load("llama3-405b")))
+    assert float(full_model(**LLAMA).budget.step_s) == pytest.approx(float(measured.step_s))
+
+
+def test_the_measured_rate_holds_the_bubble_and_the_full_model_says_so():
+    c = compare(first(), full_model(**LLAMA))
+    reasons = dict(c.differs)
+    inside = reasons["rate_inside"]
+    assert inside["kernel"] > 400e12 and inside["step"] == pytest.approx(c.terms[5].full, rel=1e-6)
+    assert inside["compute"] + inside["bubble"] + inside["exposed"] == pytest.approx(inside["step"], rel=1e-6)
+    assert reasons["dp_bytes"]["full"] > reasons["dp_bytes"]["first"]  # FP32 reduce-scatter + BF16 gather
+
+
+def test_at_131072_gpus_the_bubble_is_why_the_full_model_is_slower():
+    full = full_model(**{**LLAMA, "G": 131072})
+    c = compare(first(G=131072), full)
+    codes = [code for code, _ in c.differs]
+    assert "rate_scope" in codes and "bubble" in codes
+    mfu = {t.name: t for t in c.terms}["mfu"]
+    assert mfu.full < 0.5 * mfu.first
+    assert full.command.endswith("--set cluster.gpus=131072 --set layout.dp=1024")
+
+
+@pytest.mark.parametrize("M, G, tp, pp", [(8, 16384, 8, 1), (16, 16384, 8, 2), (64, 16384, 8, 8),
+                                          (256, 16384, 8, 32), (2, 4096, 2, 1)])
+def test_a_model_parallel_group_splits_tp_first(M, G, tp, pp):
+    full = full_model(**{**LLAMA, "M": M, "G": G})
+    lay = full.scenario.layout
+    assert (lay.tp, lay.pp, lay.dp) == (tp, pp, G // M)
+
+
+@pytest.mark.parametrize("inputs, reason", [
+    (dict(N=70e9), "model"), (dict(M=24), "split"), (dict(M=128, G=1000), "split"), (dict(M=1, G=131072), "batch"),
+])
+def test_inputs_without_a_scenario_say_why(inputs, reason):
+    out = full_model(**{**LLAMA, **inputs})
+    assert isinstance(out, Unmapped) and out.reason == reason
+
+
+def test_resharded_fsdp_gathers_for_every_micro_batch():
+    full = full_model(**LLAMA, dp_kind="fsdp-reshard", grad_bytes=2, param_bytes=2)
+    first_bytes = float(fo.dp_bytes_per_gpu(405e9, 128, 128, "fsdp-reshard"))
+    (code, values), *_ = dp_differs(full, first_bytes)
+    assert code == "dp_bytes" and values["reshard"] and values["microbatches"] == 16
+    assert dp_totals(full.budget).bytes_per_gpu > 10 * first_bytes
+
+
+def test_hpn_reread_and_the_ep_exercise():
+    d = dims.preset_degrees("hpn-gpt3-175b")
+    view = dims.dimension_view("hpn-gpt3-175b", d)
+    reread = {r.dim: r for r in view.hpn}
+    assert round(reread["tp"].ours_bytes / 1e6) == 352 and reread["tp"].match == "order"
+    assert reread["dp"].match == reread["pp"].match == "exact"
+    moe = dims.dimension_view("hpn-gpt3-175b", dataclasses.replace(d, ep=64))
+    assert moe.assumed[0][0] == "moe_block" and moe.assumed[0][1]["expert_ffn"] == 49152 // 2
+    ep = sum(r.bytes_per_gpu for r in moe.rows if r.dim == "ep")
+    dense_dp = sum(r.bytes_per_gpu for r in view.rows if r.dim == "dp")
+    assert 0.7 < ep / dense_dp < 1.0  # near the DP bytes
+    assert all(r.critical and r.link == "nic" for r in moe.rows if r.dim == "ep")  # critical path, between servers
+
+
+def test_dimension_rules_name_their_control():
+    d = dims.preset_degrees("hpn-gpt3-175b")
+    bad = dataclasses.replace(d, tp=7, pp=5, dp=100, ep=3, cp=3)
+    assert {p.field for p in dims.check("hpn-gpt3-175b", bad)} == {"tp", "pp", "dp", "ep", "cp"}
+    assert dims.check("hpn-gpt3-175b", d) == []
+
+
+def test_panel_whatif_halves_pp_when_hbm_allows_and_keeps_it_when_not():
+    base, hbm = panel_whatif(141e9)
+    assert hbm.scenario.layout.pp == 8 and bool(hbm.memory.fits)
+    assert hbm.traffic_matrix()["tp"]["total"] == pytest.approx(2 * base.traffic_matrix()["tp"]["total"])
+    *_, together = panel_whatif(141e9, moe=True)
+    assert together.scenario.layout.pp == 16 and not bool(together.memory.fits)  # PP 8 does not fit with MoE
+    assert [v.name for v in panel_whatif(80e9, True, True, True)] == ["base", "batch", "moe", "long", "all"]
