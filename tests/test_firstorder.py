@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import stepbudget as sb
 from stepbudget import firstorder as fo
 from stepbudget.enums import Axis
 

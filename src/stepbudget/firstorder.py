@@ -18,7 +18,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from stepbudget import wire
+from stepbudget import _html, wire
 from stepbudget.a2a.ratio import hiding_ratio, moe_layer_times
 
 __all__ = [
@@ -42,6 +42,13 @@ class DPKind(StrEnum):
     FSDP_RESHARD = "fsdp-reshard"
     """FSDP that reshards after the forward and gathers the parameters again for the backward:
     one reduce-scatter and two all-gathers."""
+
+
+class _Shown:
+    """A first-order result renders as a table in Jupyter, as the panels show it."""
+
+    def _repr_html_(self) -> str:
+        return _html.fields(self)
 
 
 # legs of one step per kind: (gradient legs, parameter legs), each (D-1)/D of the shard (chapter 5.3)
@@ -96,7 +103,7 @@ def balance(F, bandwidth_Bps) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class StepRoofline:
+class StepRoofline(_Shown):
     """Panel 5.1: one step of one GPU against the network and memory rooflines."""
 
     flops_per_gpu: np.ndarray
@@ -131,7 +138,7 @@ def roofline(N, G, B, F, nic_Bps, M=1, hbm_Bps=3.35e12, grad_bytes=BF16) -> Step
 
 
 @dataclass(frozen=True)
-class DPExchange:
+class DPExchange(_Shown):
     """Panel 5.2: the DP exchange of one GPU for a split, a group size and a precision per leg."""
 
     params_per_gpu: np.ndarray
@@ -156,7 +163,7 @@ def dp_exchange(N, M, D, kind: DPKind | str, grad_bytes, param_bytes, nic_Bps, c
 
 
 @dataclass(frozen=True)
-class StrongScaling:
+class StrongScaling(_Shown):
     """Panel 5.4: the two halves of a step and what overlap leaves exposed."""
 
     dp: np.ndarray
@@ -190,7 +197,7 @@ def strong_scaling(N, G, B, M, nic_Bps, F, phi, peak_flops, grad_bytes=BF16) -> 
 
 
 @dataclass(frozen=True)
-class MoELayer:
+class MoELayer(_Shown):
     """Panel 5.5: one MoE layer's expert compute and its all-to-all on NVLink, on the NIC and on the chosen link."""
 
     compute_s: np.ndarray
@@ -221,7 +228,7 @@ def moe_layer(expert_ffn, hidden, tokens_per_gpu, top_k, ep, peak_flops, link_Bp
 
 
 @dataclass(frozen=True)
-class WireTiles:
+class WireTiles(_Shown):
     """Panel 5.6: what one NIC's wire shows when it bursts at line rate for part of every step."""
 
     line_rate_Bps: np.ndarray

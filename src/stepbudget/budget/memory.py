@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget import _html
 from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
@@ -53,6 +54,13 @@ class Memory:
     """Micro-batches' worth of activations in flight at the peak (formulas.md 4)."""
     capacity: float
     """HBM per GPU, bytes."""
+
+    def _repr_html_(self) -> str:
+        """The components, the total and whether it fits, as a table for Jupyter."""
+        rows = [[name, _html.figure("bytes", getattr(self, name))] for name in COMPONENTS]
+        rows += [["total", _html.figure("bytes", self.total)], ["HBM", _html.figure("bytes", self.capacity)],
+                 ["fits", _html.figure("fits", self.fits)]]
+        return _html.table(f"{self.plan.scenario.name}: memory per GPU on the first pipeline rank", ["", "bytes"], rows)
 
     @property
     def model_state(self) -> np.ndarray:

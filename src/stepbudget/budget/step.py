@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget import _html
 from stepbudget.budget import pipeline
 from stepbudget.budget.compute import compute_s as _compute_s
 from stepbudget.budget.compute import hbm_bytes
@@ -90,6 +91,22 @@ class Budget:
         with np.errstate(divide="ignore"):
             return {k: np.where(v > 0, self.flops_per_gpu / np.where(v > 0, v, 1), np.inf)
                     for k, v in self.link_bytes().items()}
+
+    def _repr_html_(self) -> str:
+        """The summary and the exchanges as tables, for Jupyter."""
+        f = _html.figure
+        sc = self.plan.scenario
+        summary = [[name, f(key, getattr(self, key))] for name, key in (
+            ("compute", "compute_s"), ("pipeline bubble", "bubble_s"), ("communication", "comm_s"),
+            ("exposed communication", "exposed_comm_s"), ("step", "step_s"))]
+        summary.append(["MFU", f("mfu", self.mfu)])
+        rows = [[x.dim.value.upper(), f"{x.collective.value} {x.what}", f("group", x.group), f("message_bytes", x.message_bytes),
+                 f("calls", x.calls), f("bytes_per_gpu", x.bytes_per_gpu), f("nic_bytes", x.nic_bytes),
+                 f("nvlink_bytes", x.nvlink_bytes), f("time_s", x.time_s), f("exposed_s", e)]
+                for x, e in zip(self.exchanges, self.exposed_s) if np.any(x.calls > 0)]
+        header = ["dim", "collective", "group", "message", "calls", "bytes/GPU", "on NIC", "on NVLink", "time", "exposed"]
+        return (_html.table(f"{sc.name}: {sc.cluster.gpus:,} GPUs", ["term", "value"], summary)
+                + _html.table("Bytes per GPU per step, by dimension", header, rows))
 
     @property
     def balance(self) -> dict[str, float]:
