@@ -7,7 +7,7 @@ import pytest
 import stepbudget as sb
 from stepbudget import firstorder as fo
 from stepbudget.sweep import dimensions as dims
-from stepbudget.sweep.chapter import FullModel, Unmapped, compare, dp_differs, dp_totals, full_model
+from stepbudget.sweep.chapter import Unmapped, compare, dp_differs, dp_totals, full_model
 from stepbudget.sweep.whatif import panel_whatif
 
 LLAMA = dict(N=405e9, G=16384, B=2**24, M=128, nic_Bps=50e9, F=400e12)
@@ -93,6 +93,7 @@ def test_panel_whatif_halves_pp_when_hbm_allows_and_keeps_it_when_not():
     base, hbm = panel_whatif(141e9)
     assert hbm.scenario.layout.pp == 8 and bool(hbm.memory.fits)
     assert hbm.traffic_matrix()["tp"]["total"] == pytest.approx(2 * base.traffic_matrix()["tp"]["total"])
+    assert hbm.bubble_fraction == pytest.approx(base.bubble_fraction / 2, rel=0.1)  # "half the bubble"
     *_, together = panel_whatif(141e9, moe=True)
     assert together.scenario.layout.pp == 16 and not bool(together.memory.fits)  # PP 8 does not fit with MoE
     assert [v.name for v in panel_whatif(80e9, True, True, True)] == ["base", "batch", "moe", "long", "all"]

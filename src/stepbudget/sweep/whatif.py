@@ -55,6 +55,11 @@ class Variant:
     budget: Budget
     memory: Memory
 
+    @property
+    def bubble_fraction(self) -> float:
+        """The bubble as a share of compute: what halves when PP halves at a fixed batch per replica."""
+        return float(self.budget.bubble_s / self.budget.compute_s)
+
     def traffic_matrix(self) -> dict[str, dict[str, float]]:
         """Bytes per GPU per step: dimension -> {"nvlink", "nic", "total"}."""
         b = self.budget

@@ -19,7 +19,7 @@ def whatif_dict(variants: list[Variant]) -> dict:
         "variants": [
             {"name": v.name, "changes": list(v.changes), "budget": budget_dict(v.budget),
              "memory": memory_dict(v.memory), "traffic_matrix": v.traffic_matrix(),
-             "bubble_fraction": float(v.budget.bubble_s / v.budget.compute_s)}
+             "bubble_fraction": v.bubble_fraction}
             for v in variants
         ],
     }
@@ -53,7 +53,7 @@ def whatif_table(variants: list[Variant]) -> Table:
     row("step", lambda v: f(v.budget.step_s), fmt_time)
     row("compute", lambda v: f(v.budget.compute_s), fmt_time)
     row("bubble", lambda v: f(v.budget.bubble_s), fmt_time)
-    row("bubble / compute", lambda v: f(v.budget.bubble_s / v.budget.compute_s), lambda x: f"{x:.1%}")
+    row("bubble / compute", lambda v: v.bubble_fraction, lambda x: f"{x:.1%}")
     row("exposed comm", lambda v: f(v.budget.exposed_comm_s), fmt_time)
     row("MFU", lambda v: f(v.budget.mfu), lambda x: f"{x:.1%}", compare=False)
     t.add_row("memory / HBM", *(
