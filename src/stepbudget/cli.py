@@ -377,6 +377,42 @@ def moe(
         *(f"  {line}" for line in verdict(report))], [plot])
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (default: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8050,
+    lang: Annotated[str, typer.Option("--lang", help="Language of a page whose URL names none: en or zh-Hant.")] = "en",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
+) -> None:
+    """The chapter's seven panels as a local web app, in English or Traditional Chinese; Ctrl-C stops it."""
+    import socket
+
+    from stepbudget.web.i18n import LANGS
+
+    if lang not in LANGS:
+        fail(f"--lang: {lang!r} is not a language of the app; use one of {', '.join(LANGS)}")
+    if not 0 < port < 65536:
+        fail(f"--port: {port} is not a TCP port; give 1 to 65535")
+    from stepbudget.web.app import serve as run_server
+
+    def ready(url: str) -> None:
+        if host not in LOCAL_HOSTS:
+            print(f"stepbudget: warning: --host {host}: the app has no authentication; anyone who can reach this "
+                  "address can use it", file=sys.stderr)
+        print(f"stepbudget serve: {url} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+
+    try:
+        run_server(host, port, lang, open_browser, ready)
+    except socket.gaierror as e:
+        fail(f"--host: cannot listen on {host!r} ({e.strerror or e}); give an address of this machine, e.g. 127.0.0.1")
+    except OSError as e:
+        fail(f"--port: cannot listen on {host}:{port} ({e.strerror or e}); choose another --port, or stop what uses it")
+    print("stepbudget serve: stopped", file=sys.stderr)
+
+
 def _check_plot(path: str | None) -> None:
     from stepbudget.views.figures import FORMATS
 

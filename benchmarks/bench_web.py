@@ -1,0 +1,126 @@
+"""How fast the web app answers a control, per panel: in a real browser and on the server.
+
+Run: python benchmarks/bench_web.py [CHANGES]   (prints figures; not a test; needs Debian's chromium)
+
+Starts `stepbudget serve` on a free port, opens the page in headless chromium (Playwright) and, per panel,
+commits CHANGES control changes (default 60: a value typed and Enter, or a radio button clicked). Each is
+timed in the page, from the key or click event to the first change of the panel's output (a
+MutationObserver), so Playwright's own round trips are not counted. The server's time per callback is
+the panel's compute and its HTML, timed in-process over the same changes.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _web import READY, defaults, stepbudget_command  # noqa: E402
+
+from stepbudget.web import components as ui  # noqa: E402
+from stepbudget.web.panels import p51, p52, p53, p54, p55, p56, p57  # noqa: E402
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHANGES = {  # the control each panel's changes move, and the values they cycle through
+    p51: ("G", ["32,768", "65,536", "131,072", "16,384"]),
+    p52: ("D", ["256", "512", "64", "128"]),
+    p53: ("dp", ["256", "1024", "128", "512"]),
+    p54: ("G", ["32,768", "65,536", "131,072", "16,384"]),
+    p55: ("expert_ffn", ["2048", "1408", "28672", "14336"]),
+    p56: ("step", ["400 ms", "800 ms", "100 ms", "200 ms"]),
+    p57: ("hbm", ["141", "192", "80"]),
+}
+OBSERVE = """pid => {
+  window.__t0 = 0; window.__lat = [];
+  const start = () => { window.__t0 = performance.now(); };
+  document.addEventListener('keydown', e => { if (e.key === 'Enter') start(); }, true);
+  document.addEventListener('click', e => { if (e.target.closest('#' + pid)) start(); }, true);
+  new MutationObserver(() => { if (window.__t0) { window.__lat.push(performance.now() - window.__t0); window.__t0 = 0; } })
+    .observe(document.getElementById(pid + '-out'), {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def percentiles(xs: list[float]) -> str:
+    xs = sorted(xs)
+    return f"p50 {statistics.median(xs):6.1f} ms   p95 {xs[max(0, round(0.95 * len(xs)) - 1)]:6.1f} ms"
+
+
+def browser(url: str, n: int) -> dict:
+    out = {}
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        page = b.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        for selector in READY:
+            page.wait_for_selector(selector)
+        time.sleep(2)  # the server warms its caches in the background
+        for panel, (name, values) in CHANGES.items():
+            page.goto(url)  # each panel from a fresh page, so one panel's changes do not slow the next
+            for selector in READY:
+                page.wait_for_selector(selector)
+            page.evaluate(OBSERVE, panel.PID)
+            ident = f"{panel.PID}-{name}"
+            for i in range(n):
+                value = values[i % len(values)]
+                if name == "hbm":
+                    page.click(f"#{ident} input[value='{value}']")
+                else:
+                    page.fill(f"#{ident}", value)
+                    page.press(f"#{ident}", "Enter")
+                page.wait_for_function("window.__t0 === 0", polling="raf")
+            out[panel.PID] = page.evaluate("window.__lat")
+        b.close()
+    return out
+
+
+def server_side(n: int) -> dict:
+    out = {}
+    for panel, (name, values) in CHANGES.items():
+        times = []
+        for i in range(n):
+            v = defaults(panel, **{name: values[i % len(values)]})
+            t0 = time.perf_counter()
+            result = panel.compute("en", v, None, set()) if panel is p56 else panel.compute("en", v)
+            ui.html_of(result.children if isinstance(result, ui.Out) else result)
+            times.append((time.perf_counter() - t0) * 1e3)
+        out[panel.PID] = times
+    return out
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([*stepbudget_command(), "serve", "--port", str(port)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        seen = browser(url, n)
+    finally:
+        server.terminate()
+        server.wait()
+    computed = server_side(n)
+    print(f"control change -> updated output, in headless chromium, {n} changes per panel (2-core machine):")
+    for panel, (name, _) in CHANGES.items():
+        print(f"  {panel.PID} ({name:<10}) browser {percentiles(seen[panel.PID])}   "
+              f"server compute {percentiles(computed[panel.PID])}")
+    everything = [x for xs in seen.values() for x in xs]
+    print(f"  all panels: browser {percentiles(everything)}")
+
+
+if __name__ == "__main__":
+    main()

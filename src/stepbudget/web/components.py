@@ -1,0 +1,230 @@
+"""The pieces every panel is built from: sections, controls, tiles, tables, the full model's box, and the
+callback plumbing that reads the controls, shows each bad one's message under it, and calls the panel.
+
+A panel is a module with ``PID``, ``CONTROLS`` (Field and Choice specs), ``layout(lang, state)`` and
+``compute(lang, values)``; ``register`` wires it: controls -> compute -> the panel's output (plain HTML
+ending with the controls' values, which assets/stepbudget.js keeps in the page's URL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Callable, Iterable
+from urllib.parse import urlencode
+
+from dash import Input, Output, State, callback_context, dcc, html, no_update
+
+from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.web import fmt
+from stepbudget.web.fields import Choice, Field, FieldError
+from stepbudget.web.i18n import t
+
+Control = Field | Choice
+
+
+class PanelProblem(ValueError):
+    """Controls that can't go together: each (field, code, values) is shown under that field, as err.<code>."""
+
+    def __init__(self, field: str = "", code: str = "", problems: list[tuple[str, str, dict]] | None = None, **values):
+        super().__init__(code)
+        self.problems = problems if problems is not None else [(field, code, values)]
+
+
+def cid(pid: str, name: str) -> str:
+    return f"{pid}-{name}"
+
+
+def section(lang: str, pid: str, controls: list, out_children: list | None = None, extra: Iterable = (),
+            figure: list | None = None) -> html.Section:
+    """Heading, caption, controls, the output, and the figure area (the next issue's figures go there)."""
+    return html.Section(id=pid, className="panel", children=[
+        html.H2([html.Span(t(lang, f"{pid}.number"), className="number"), " ", t(lang, f"{pid}.heading")]),
+        html.P(t(lang, f"{pid}.caption"), className="caption"),
+        *extra,
+        html.Div(controls, className="controls"),
+        dcc.Markdown(html_of(out_children or []), id=cid(pid, "out"), className="out", dangerously_allow_html=True),
+        html.Div(figure or [], id=cid(pid, "figure"), className="figure-area"),
+    ])
+
+
+def field(lang: str, pid: str, f: Field, value: str) -> html.Div:
+    """A labelled text control, with the place its message goes."""
+    ident = cid(pid, f.name)
+    return html.Div(className="field", children=[
+        html.Label(t(lang, f"{pid}.f.{f.name}"), htmlFor=ident),
+        dcc.Input(id=ident, value=value, type="text", debounce=True, autoComplete="off", spellCheck=False),
+        html.Div(id=f"{ident}-error", className="field-error", role="alert"),
+    ])
+
+
+def choice(lang: str, pid: str, c: Choice, value) -> html.Div:
+    """Radio buttons, or check boxes for a choice of many, labelled from the catalog."""
+    ident = cid(pid, c.name)
+    options = [{"label": t(lang, f"{pid}.o.{c.name}.{o}"), "value": o} for o in c.options]
+    box = dcc.Checklist if c.many else dcc.RadioItems
+    return html.Div(className="field choice", children=[
+        html.Label(t(lang, f"{pid}.f.{c.name}"), htmlFor=ident),
+        box(id=ident, options=options, value=list(value) if c.many else value, inline=True),
+        html.Div(id=f"{ident}-error", className="field-error", role="alert"),
+    ])
+
+
+def controls(lang: str, pid: str, specs: Iterable[Control], state: dict) -> list[html.Div]:
+    """Every control of a panel, at its value from the URL (``state``) or its default."""
+    out = []
+    for spec in specs:
+        given = state.get(cid(pid, spec.name))
+        if isinstance(spec, Field):
+            out.append(field(lang, pid, spec, given if given is not None else spec.default))
+        else:
+            out.append(choice(lang, pid, spec, spec.read(given) if given is not None else spec.default))
+    return out
+
+
+def tile(ident: str, label: str, value: str, note: str = "", flag: str = "") -> html.Div:
+    """One figure: label, value, a short note; ``flag`` (good, bad, changed) colours it."""
+    return html.Div(id=ident, className=f"tile {flag}".strip(), children=[
+        html.Div(label, className="label"), html.Div(value, className="value"),
+        *([html.Div(note, className="note")] if note else []),
+    ])
+
+
+def table(ident: str, header: list[str], rows: list[list], classes: list[str] | None = None) -> html.Table:
+    return html.Table(id=ident, className="grid", children=[
+        html.Thead(html.Tr([html.Th(h) for h in header])),
+        html.Tbody([html.Tr([html.Td(c) for c in row], className=(classes or [""] * len(rows))[i])
+                    for i, row in enumerate(rows)]),
+    ])
+
+
+def command(lang: str, ident: str, text: str) -> html.Div:
+    """The command line that prints the same numbers, with a copy button."""
+    return html.Div(className="command", children=[
+        html.Span(t(lang, "app.command"), className="label"),
+        html.Code(text, id=ident),
+        html.Button(t(lang, "app.copy"), className="copy", **{"data-copy": ident}),
+    ])
+
+
+def full_box(lang: str, pid: str, lines: list, cmd: str | None) -> html.Div:
+    """"The full model says: ...", with the command that reproduces it."""
+    return html.Div(id=cid(pid, "full"), className="full-model", children=[
+        html.H3(t(lang, "app.full_model")), *lines, *([command(lang, cid(pid, "command"), cmd)] if cmd else []),
+    ])
+
+
+@dataclass(frozen=True)
+class Out:
+    """What a panel's compute returns when it has more than the output's children: what to keep for next time
+    (``register(remember=True)``) and the figure area's figure (``register(figure=True)``)."""
+
+    children: list
+    memory: object = None
+    figure: object = None
+
+
+_ATTRIBUTES = {"id": "id", "className": "class", "title": "title", "role": "role", "colSpan": "colspan",
+               "data-copy": "data-copy", "data-query": "data-query"}
+_VOID = {"br", "hr"}
+_BRACES = str.maketrans({"{": "&#123;", "}": "&#125;"})
+"""The Markdown component drops a block with a bare brace in it (a command with --set 'model.moe={...}')."""
+
+
+def _text(value: object, quote: bool) -> str:
+    return escape(str(value), quote=quote).translate(_BRACES)
+
+
+def html_of(node) -> str:
+    """A tree of dash.html components as one line of HTML, every text and attribute escaped.
+
+    Panels build their output from dash.html components, and the page shows it as one component (a Markdown
+    of raw HTML): the renderer's cost per update grows with the number of components on the page, and a
+    table of a hundred cells is a hundred components.
+    """
+    if node is None:
+        return ""
+    if isinstance(node, (str, int, float)):
+        return _text(node, quote=False)
+    if isinstance(node, (list, tuple)):
+        return "".join(html_of(n) for n in node)
+    if getattr(node, "_namespace", None) != "dash_html_components":
+        raise TypeError(f"{type(node).__name__}: only dash.html components and text can be written as HTML")
+    tag = type(node).__name__.lower()
+    attrs = "".join(f' {name}="{_text(value, quote=True)}"' for prop, name in _ATTRIBUTES.items()
+                    if (value := getattr(node, prop, None)) not in (None, ""))
+    attrs += " hidden" if getattr(node, "hidden", None) else ""
+    if tag in _VOID:
+        return f"<{tag}{attrs}>"
+    return f"<{tag}{attrs}>{html_of(getattr(node, 'children', None))}</{tag}>"
+
+
+def bound(lang: str, kind: str, x: float) -> str:
+    """A field's bound in its own unit, for the range messages."""
+    return {"rate": fmt.rate, "flops": fmt.flops, "bytes": fmt.data, "fraction": fmt.percent}.get(
+        kind, fmt.number)(x) if kind != "time" else fmt.time(lang, x)
+
+
+def message(lang: str, label: str, kind: str, error: FieldError) -> str:
+    values = dict(error.values)
+    for key in ("low", "high"):
+        if key in values:
+            values[key] = bound(lang, kind, values[key])
+    return t(lang, f"err.{error.code}", field=label, **values)
+
+
+def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., object], remember: bool = False,
+             figure: str | None = None, buttons: tuple[str, ...] = ()) -> None:
+    """Controls -> ``compute(lang, values)`` -> the panel's output; each bad control's message under it.
+
+    ``compute`` returns the output's children, or raises PanelProblem naming controls; a scenario the full
+    model refuses (ScenarioError) is shown as one line in the output. Nothing else is caught: a bug is a
+    bug, and the tests look for it in the server's log. With ``remember``, compute also takes what it kept
+    last time on this page and the ``buttons`` just pressed (``compute(lang, values, memory, pressed)``), and
+    returns ``Out(children, memory=...)``; with ``figure`` (the id of a dcc.Graph), ``Out(children,
+    figure=...)``. The output ends with the controls' values as a query (a hidden element that
+    assets/stepbudget.js copies into the page's URL), so a reload or a shared link restores them.
+    """
+    fields = [s for s in specs if isinstance(s, Field)]
+    inputs = [Input(cid(pid, s.name), "value") for s in specs]
+    errors_at = [f"{cid(pid, s.name)}-error" for s in specs]
+    outputs = [Output(cid(pid, "out"), "children")] + [Output(e, "children") for e in errors_at]
+    # the messages shown now: an unchanged one is not sent again, because the renderer's work per update
+    # grows with the number of components it has ever updated, times the page's size
+    states = [State("lang", "data")] + [State(e, "children") for e in errors_at]
+    if remember:
+        outputs.append(Output(cid(pid, "memory"), "data"))
+        states.append(State(cid(pid, "memory"), "data"))
+    if figure:
+        outputs.append(Output(figure, "figure"))
+
+    @app.callback(outputs, inputs + [Input(cid(pid, b), "n_clicks") for b in buttons], *states)
+    def _update(*args):
+        n = len(specs) + len(buttons)
+        raw, lang, shown = args[:len(specs)], args[n], args[n + 1:n + 1 + len(specs)]
+        memory = args[n + 1 + len(specs)] if remember else None
+        pressed = {b for b in buttons if cid(pid, b) == callback_context.triggered_id}
+        errors = {s.name: "" for s in specs}
+        values = {}
+        for spec, value in zip(specs, raw):
+            try:
+                values[spec.name] = spec.read(value)
+            except FieldError as e:
+                errors[spec.name] = message(lang, t(lang, f"{pid}.f.{spec.name}"), spec.kind, e)  # type: ignore[union-attr]
+        result: object = Out([html.P(t(lang, "app.fix_fields"), className="stale")], memory, no_update)
+        if not any(errors.values()):
+            try:
+                result = compute(lang, values, memory, pressed) if remember else compute(lang, values)
+            except PanelProblem as p:
+                for name, code, problem in p.problems:
+                    kind = next((f.kind for f in fields if f.name == name), "count")
+                    errors[name] = message(lang, t(lang, f"{pid}.f.{name}"), kind, FieldError(code, **problem))
+            except ScenarioError as e:
+                result = Out([html.P(t(lang, "app.refused", why=str(e)), className="refused")], memory, no_update)
+        out = result if isinstance(result, Out) else Out(result, memory)  # type: ignore[arg-type]
+        said = [no_update if (old or "") == new else new for old, new in zip(shown, errors.values())]
+        state = html.Div(hidden=True, className="url-state", **{"data-query": urlencode(
+            [(cid(pid, spec.name), ",".join(v) if isinstance(v, (list, tuple)) else "" if v is None else str(v))
+             for spec, v in zip(specs, raw)])})
+        return [html_of([*out.children, state]), *said, *([out.memory] if remember else []),
+                *([out.figure if out.figure is not None else no_update] if figure else [])]

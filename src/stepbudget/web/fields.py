@@ -1,0 +1,103 @@
+"""The panels' controls: what each one reads, its default, its bounds, and the message when it can't.
+
+A text field is read with its unit (``units.parse``) and checked against bounds. What goes wrong is a
+``FieldError`` carrying a catalog code and its values, so the message under the field is written in
+the page's language. Choices (radio buttons, check boxes) come from a closed list; a value outside it,
+which only a hand-edited URL can give, falls back to the default.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from stepbudget.inputs._types import MAX_COUNT
+from stepbudget.units import UnitError, parse
+
+_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
+           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
+"""Count suffixes: SI, B for billions (405B parameters), Ki/Mi/Gi for powers of two (16Mi tokens = 2^24)."""
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|[kKMGBT]?)\s*$")
+_UNITS = {"rate": "bytes/s", "flops": "FLOP/s", "bytes": "bytes", "time": "s"}
+
+
+class FieldError(ValueError):
+    """A control's text can't be used: ``code`` names the catalog message (err.<code>), ``values`` fill it."""
+
+    def __init__(self, code: str, **values):
+        super().__init__(code)
+        self.code, self.values = code, values
+
+
+@dataclass(frozen=True)
+class Field:
+    """One text control: ``kind`` is count, integer, fraction, or a unit kind (rate, flops, bytes, time)."""
+
+    name: str
+    kind: str
+    default: str
+    low: float = 0.0
+    high: float = float(MAX_COUNT)
+    low_open: bool = True
+    """Whether ``low`` itself is refused (most quantities must be > 0)."""
+    example: str = ""
+
+    def read(self, text: object) -> float:
+        """The value in SI units, or FieldError."""
+        value = _read(self.kind, text, self.example or self.default)
+        if not math.isfinite(value):
+            raise FieldError("not_finite", value=str(text), example=self.example or self.default)
+        if value < self.low or (self.low_open and value == self.low) or value > self.high:
+            raise FieldError("range_open" if self.low_open else "range", value=str(text).strip(), low=self.low,
+                             high=self.high, kind=self.kind, example=self.example or self.default)
+        return value
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One closed control: radio buttons or check boxes (``many``) over ``options``."""
+
+    name: str
+    options: tuple[str, ...]
+    default: str | tuple[str, ...]
+    many: bool = False
+
+    def read(self, value: object) -> str | tuple[str, ...]:
+        if self.many:
+            items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else ()
+            picked = tuple(o for o in self.options if o in items)
+            return picked if all(i in self.options for i in items if i) else tuple(self.default)
+        return value if value in self.options else self.default  # type: ignore[return-value]
+
+
+def _read(kind: str, text: object, example: str) -> float:
+    if text is None or (isinstance(text, str) and not text.strip()):
+        raise FieldError("empty", example=example)
+    s = str(text).strip().replace(",", "").replace("_", "")
+    if kind in ("count", "integer"):
+        m = _COUNT.match(s)
+        if not m or (kind == "integer" and m.group(2)):
+            raise FieldError("not_count" if kind == "count" else "not_integer", value=str(text).strip(), example=example)
+        value = float(m.group(1)) * _SUFFIX[m.group(2)]
+        if not value.is_integer():
+            raise FieldError("not_whole", value=str(text).strip(), example=example)
+        return value
+    if kind == "fraction":
+        pct = s.endswith("%")
+        try:
+            value = float(s.rstrip("%").strip())
+        except ValueError:
+            raise FieldError("not_fraction", value=str(text).strip(), example=example) from None
+        return value / 100 if pct else value
+    if kind == "real":
+        try:
+            return float(s)
+        except ValueError:
+            raise FieldError("not_number", value=str(text).strip(), example=example) from None
+    if re.fullmatch(r"[-+]?[0-9.eE+-]+", s):
+        raise FieldError("no_unit", value=str(text).strip(), example=example)  # a bare number in a quantity field
+    try:
+        return parse(s, kind)
+    except UnitError:
+        raise FieldError("bad_unit", value=str(text).strip(), unit=_UNITS[kind], example=example) from None

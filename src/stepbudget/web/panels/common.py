@@ -1,0 +1,63 @@
+"""Controls several panels share (the chapter's Llama 3 405B job), and their shared messages."""
+
+from __future__ import annotations
+
+from dash import html
+
+from stepbudget.sweep.chapter import Unmapped
+from stepbudget.web import fmt
+from stepbudget.web.components import PanelProblem
+from stepbudget.web.fields import Field
+from stepbudget.web.i18n import t
+
+# the chapter's worked example (5.3, formulas.md 9.1): Llama 3 405B on 16,384 GPUs, 2^24 tokens, 400 TFLOP/s
+N = Field("N", "count", "405B", low=1e6, high=1e15, example="405B")
+G = Field("G", "count", "16,384", low=1, low_open=False, example="16,384")
+B = Field("B", "count", "16,777,216", low=1, low_open=False, example="16,777,216")
+F = Field("F", "flops", "400 TFLOP/s", low=1e9, high=1e18, example="400 TFLOP/s")
+NIC = Field("nic", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s")
+PEAK = Field("peak", "flops", "989 TFLOP/s", low=1e9, high=1e18, example="989 TFLOP/s")
+
+
+def check_split(G: float, M: float, field: str = "M") -> None:
+    """The model-parallel group must fit whole into the GPUs: D = G / M replicas."""
+    if M > G or G % M:
+        raise PanelProblem(field, "split_gpus", G=fmt.number(G), M=fmt.number(M))
+
+
+def unmapped(lang: str, why: Unmapped) -> html.P:
+    """Why the full model has no scenario for these inputs, in one line."""
+    v = why.values
+    values = {"scenario": {"detail": why.detail},
+              "model": {"N": fmt.count_words(lang, v.get("N", 0)), "llama": fmt.count_words(lang, v.get("llama", 0))},
+              "split": {"M": fmt.number(v.get("M", 0)), "G": fmt.number(v.get("G", 0)),
+                        "tp_max": fmt.number(v.get("tp_max", 0)), "slots": fmt.number(v.get("slots", 0))},
+              "batch": {"B": fmt.number(v.get("B", 0)), "seq_len": fmt.number(v.get("seq_len", 0)),
+                        "dp": fmt.number(v.get("dp", 0))}}[why.reason]
+    return html.P(t(lang, f"full.unmapped.{why.reason}", **values), className="unmapped")
+
+
+def _dp_how(lang: str, v: dict) -> str:
+    if v["reshard"] and v["dp_kind"] in ("fsdp", "zero3"):
+        return t(lang, "full.dp.reshard", microbatches=fmt.number(v["microbatches"]))
+    if v["grads"] == 4:
+        return t(lang, "full.dp.fp32")
+    return t(lang, "full.dp.kind", kind=v["dp_kind"])
+
+
+def reason(lang: str, code: str, v: dict) -> str:
+    """One way the full model's step differs from the first-order one (sweep/chapter.py), in words."""
+    time = lambda x: fmt.time(lang, x)  # noqa: E731
+    values = {
+        "rate_scope": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"])},
+        "rate_inside": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"]),
+                                "compute": time(v["compute"]), "bubble": time(v["bubble"]),
+                                "exposed": time(v["exposed"]), "step": time(v["step"])},
+        "bubble": lambda: {"bubble": time(v["bubble"]), "microbatches": fmt.number(v["microbatches"]),
+                           "pp": fmt.number(v["pp"])},
+        "dp_bytes": lambda: {"first": fmt.data(v["first"]), "full": fmt.data(v["full"]), "how": _dp_how(lang, v)},
+        "latency": lambda: {"latency": time(v["latency"]), "dp": fmt.number(v["dp"])},
+        "other_dims": lambda: {"time": time(v["time"]), "exposed": time(v["exposed"])},
+        "overlap": lambda: {"first": time(v["first"]), "full": time(v["full"])},
+    }[code]()
+    return t(lang, f"full.why.{code}", **values)

@@ -1,0 +1,63 @@
+"""Panel 5.4 - the communication share grows with the cluster: first-order step, and the full model beside it."""
+
+from __future__ import annotations
+
+from dash import html
+
+from stepbudget import firstorder as fo
+from stepbudget.sweep.chapter import FullModel, compare, full_model
+from stepbudget.web import components as ui
+from stepbudget.web import fmt
+from stepbudget.web.fields import Field
+from stepbudget.web.i18n import t
+from stepbudget.web.panels import common
+
+PID = "p54"
+CONTROLS = (
+    common.N, common.G, common.B,
+    Field("M", "count", "128", low=1, low_open=False, example="128"),
+    common.NIC, common.F,
+    Field("phi", "fraction", "0.9", low=0, high=1, low_open=False, example="0.9"),
+    common.PEAK,
+)
+
+
+def layout(lang: str, state: dict) -> html.Section:
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+
+
+def compute(lang: str, v: dict) -> list:
+    common.check_split(v["G"], v["M"])
+    s = fo.strong_scaling(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"], v["phi"], v["peak"])
+    time = lambda x: fmt.time(lang, float(x))  # noqa: E731
+    tiles = [
+        ui.tile("p54-t-compute", t(lang, "p54.t.compute"), time(s.compute_s)),
+        ui.tile("p54-t-comm", t(lang, "p54.t.comm"), time(s.comm_s), t(lang, "p54.n.comm", bytes=fmt.data(float(s.bytes_per_gpu)))),
+        ui.tile("p54-t-factor", t(lang, "p54.t.factor"), f"{float(s.dp_factor):.4f}", t(lang, "p54.n.factor", D=fmt.number(float(s.dp)))),
+        ui.tile("p54-t-share", t(lang, "p54.t.share"), fmt.percent(float(s.comm_share)),
+                flag="bad" if float(s.comm_s) > float(s.compute_s) else ""),
+        ui.tile("p54-t-exposed", t(lang, "p54.t.exposed"), time(s.exposed_s), t(lang, "p54.n.exposed", hidden=time(s.hidden_s))),
+        ui.tile("p54-t-step", t(lang, "p54.t.step"), time(s.step_s)),
+        ui.tile("p54-t-mfu", t(lang, "p54.t.mfu"), fmt.percent(float(s.mfu)), t(lang, "p54.n.mfu")),
+    ]
+    full = full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"])
+    return [html.Div(tiles, className="tiles"), _full(lang, s, full)]
+
+
+def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
+    if not isinstance(full, FullModel):
+        return ui.full_box(lang, PID, [common.unmapped(lang, full)], None)
+    c = compare(first, full)
+    show = lambda name, x: fmt.percent(x) if name == "mfu" else fmt.time(lang, x)  # noqa: E731
+    rows = [[t(lang, f"p54.term.{term.name}"), show(term.name, term.first), show(term.name, term.full)] for term in c.terms]
+    header = [t(lang, "p54.col.term"), t(lang, "p54.col.first"), t(lang, "p54.col.full")]
+    lines = [ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
+    if c.differs:
+        lines.append(html.P(t(lang, "p54.differs"), className="lead"))
+        lines.append(html.Ul([html.Li(common.reason(lang, code, values), className=f"why-{code}")
+                              for code, values in c.differs], id="p54-why"))
+    return ui.full_box(lang, PID, lines, full.command)
+
+
+def register(app) -> None:
+    ui.register(app, PID, CONTROLS, compute)

@@ -1,0 +1,97 @@
+"""Panel 5.5 - one MoE layer on one axis: expert compute, its all-to-all on NVLink and on the NIC, and R."""
+
+from __future__ import annotations
+
+from dash import Input, Output, dcc, html
+
+from stepbudget import firstorder as fo
+from stepbudget.a2a.report import layer_inputs
+from stepbudget.inputs.scenario import load
+from stepbudget.web import components as ui
+from stepbudget.web import fmt
+from stepbudget.web.fields import Choice, Field
+from stepbudget.web.i18n import t
+
+PID = "p55"
+PRESETS = ("chapter", "deepseek-v3", "megascale-moe-352b")
+"""The chapter's worked example (MegaScale-MoE 7: f = 14,336 on an H800, EP 8, 400 GB/s NVLink) and two presets."""
+LINKS = ("nvlink", "nic", "custom")
+CHAPTER = {"expert_ffn": "14336", "hidden": "4096", "tokens": "1024", "top_k": "3", "ep": "8",
+           "peak": "989 TFLOP/s", "nvlink": "400 GB/s", "nic": "50 GB/s", "link": "nvlink"}
+"""The worked example: MegaScale-MoE's Internal-352B layer (hidden 4,096, top-3, 1,024 tokens a GPU) on an H800."""
+CONTROLS = (
+    Choice("preset", PRESETS, "chapter"),
+    Field("expert_ffn", "integer", CHAPTER["expert_ffn"], low=1, low_open=False, high=2**20, example="14336"),
+    Field("hidden", "integer", CHAPTER["hidden"], low=1, low_open=False, high=2**20, example="4096"),
+    Field("tokens", "count", CHAPTER["tokens"], low=1, low_open=False, high=2**30, example="1024"),
+    Field("top_k", "integer", CHAPTER["top_k"], low=1, low_open=False, high=1024, example="3"),
+    Field("ep", "integer", CHAPTER["ep"], low=1, low_open=False, high=2**20, example="8"),
+    Field("peak", "flops", CHAPTER["peak"], low=1e9, high=1e18, example="989 TFLOP/s"),
+    Field("nvlink", "rate", CHAPTER["nvlink"], low=1e6, high=1e15, example="400 GB/s"),
+    Field("nic", "rate", CHAPTER["nic"], low=1e6, high=1e15, example="50 GB/s"),
+    Choice("link", LINKS, CHAPTER["link"]),
+    Field("custom", "rate", "100 GB/s", low=1e6, high=1e15, example="100 GB/s"),
+)
+AXIS = "p55-axis"
+"""The figure area's graph: the layer's compute and its all-to-all on one time axis."""
+PRESET_FIELDS = ("expert_ffn", "hidden", "tokens", "top_k", "ep", "peak", "nvlink", "nic", "link")
+
+
+def layout(lang: str, state: dict) -> html.Section:
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=[dcc.Graph(id=AXIS, config=_GRAPH)])
+
+
+def preset_values(name: str) -> dict[str, str]:
+    """The controls for a preset's MoE layer: its expert width, hidden size, tokens a GPU, top-k, EP, peak, links."""
+    if name not in PRESETS[1:]:
+        return dict(CHAPTER)
+    li = layer_inputs(load(name))
+    return {"expert_ffn": str(li.expert_ffn), "hidden": str(li.hidden), "tokens": str(li.tokens_per_gpu),
+            "top_k": str(li.top_k), "ep": str(li.ep), "peak": fmt.flops(li.peak_flops), "nvlink": fmt.rate(li.nvlink_Bps),
+            "nic": fmt.rate(li.nic_Bps), "link": "nvlink" if li.ep_in_node else "nic"}
+
+
+def compute(lang: str, v: dict) -> ui.Out:
+    link = {"nvlink": v["nvlink"], "nic": v["nic"], "custom": v["custom"]}[v["link"]]
+    m = fo.moe_layer(v["expert_ffn"], v["hidden"], v["tokens"], v["top_k"], v["ep"], v["peak"], link, v["nvlink"], v["nic"])
+    time = lambda x: fmt.time(lang, float(x))  # noqa: E731
+    ratio = float(m.ratio)
+    verdict = t(lang, "p55.hides" if bool(m.hides) else "p55.exposed")
+    tiles = [
+        ui.tile("p55-t-ratio", t(lang, "p55.t.ratio", link=t(lang, f"p55.o.link.{v['link']}")), fmt.number(ratio), verdict,
+                flag="good" if bool(m.hides) else "bad"),
+        ui.tile("p55-t-approx", t(lang, "p55.t.approx"), fmt.number(float(m.ratio_approx)), t(lang, "p55.n.approx")),
+        ui.tile("p55-t-ratio-nvlink", t(lang, "p55.t.ratio_nvlink"), fmt.number(float(m.ratio_nvlink))),
+        ui.tile("p55-t-ratio-nic", t(lang, "p55.t.ratio_nic"), fmt.number(float(m.ratio_nic))),
+        ui.tile("p55-t-compute", t(lang, "p55.t.compute"), time(m.compute_s)),
+        ui.tile("p55-t-nvlink", t(lang, "p55.t.nvlink"), time(m.nvlink_s)),
+        ui.tile("p55-t-nic", t(lang, "p55.t.nic"), time(m.nic_s)),
+    ]
+    notes = [html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")] if v["preset"] != "chapter" else []
+    return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
+
+
+_GRAPH = {"displayModeBar": False, "responsive": True}
+
+
+def _axis(lang: str, m: fo.MoELayer) -> dict:
+    """The layer's compute and its all-to-all on NVLink and on the NIC, as bars on one time axis (a plotly
+    figure as a plain dict: building one through plotly.graph_objects costs more than the whole panel)."""
+    seconds = [float(m.compute_s), float(m.nvlink_s), float(m.nic_s)]
+    bars = {"type": "bar", "orientation": "h", "x": seconds, "hoverinfo": "skip", "textposition": "auto",
+            "y": [t(lang, "p55.bar.compute"), t(lang, "p55.bar.nvlink"), t(lang, "p55.bar.nic")],
+            "text": [fmt.time(lang, x) for x in seconds], "marker": {"color": ["#3b6ea8", "#5aa469", "#d1603d"]}}
+    layout = {"height": 190, "margin": {"l": 10, "r": 20, "t": 10, "b": 40}, "plot_bgcolor": "#fafafa",
+              "font": {"size": 13}, "yaxis": {"autorange": "reversed", "automargin": True},
+              "xaxis": {"title": {"text": t(lang, "p55.axis")}, "tickformat": "~s", "ticksuffix": t(lang, "unit.si_second")}}
+    return {"data": [bars], "layout": layout}
+
+
+def register(app) -> None:
+    ui.register(app, PID, CONTROLS, compute, figure=AXIS)
+
+    @app.callback([Output(ui.cid(PID, name), "value") for name in PRESET_FIELDS], Input(ui.cid(PID, "preset"), "value"),
+                  prevent_initial_call=True)
+    def _preset(name):  # a preset resets the layer's controls to what the preset states
+        values = preset_values(name)
+        return [values[f] for f in PRESET_FIELDS]

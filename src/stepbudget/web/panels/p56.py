@@ -1,0 +1,89 @@
+"""Panel 5.6 - what the traffic looks like on the wire: bursts, buffers, counters, and what changed."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+
+from stepbudget import firstorder as fo
+from stepbudget.web import components as ui
+from stepbudget.web import fmt
+from stepbudget.web.fields import Choice, Field
+from stepbudget.web.i18n import t
+
+PID = "p56"
+CONTROLS = (
+    Field("rate", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s"),
+    Choice("by", ("burst", "duty"), "burst"),
+    Field("duty", "fraction", "25%", low=0, high=1, example="25%"),
+    Field("burst", "time", "50 ms", low=0, high=1e6, example="50 ms"),
+    Field("step", "time", "200 ms", low=0, high=1e6, example="200 ms"),
+    Field("k", "integer", "2", low=1, low_open=False, high=100_000, example="2"),
+    Field("buffer", "bytes", "64 MB", low=0, low_open=False, high=1e15, example="64 MB"),
+    Field("window", "time", "15 s", low=0, high=1e6, example="15 s"),
+    Field("flows", "count", "1,000", low=1, low_open=False, high=1e9, example="1,000"),
+)
+TILES = ("average", "peak", "burst", "duty", "bytes", "excess", "absorbed", "drain", "counter", "cv")
+"""The tiles, in the order the panel shows them; "average" and "counter" are what averages can see."""
+
+
+def layout(lang: str, state: dict) -> html.Section:
+    pin = html.Button(t(lang, "p56.pin"), id=ui.cid(PID, "pin"), className="pin")
+    return ui.section(lang, PID, [*ui.controls(lang, PID, CONTROLS, state), pin],
+                      extra=[dcc.Store(id=ui.cid(PID, "memory"))])
+
+
+def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui.Out:
+    """The tiles, marked where they differ from the reference setting: the first one shown, or the one pinned."""
+    if v["by"] == "burst" and v["burst"] > v["step"]:
+        raise ui.PanelProblem("burst", "burst_step", step=fmt.time(lang, v["step"]))
+    given = {"burst_s": v["burst"]} if v["by"] == "burst" else {"duty_cycle": v["duty"]}
+    w = fo.wire_tiles(v["rate"], v["step"], **given, k_converging=v["k"], buffer_bytes=v["buffer"],
+                      window_s=v["window"], web_flows=v["flows"])
+    time = lambda x: fmt.time(lang, float(x))  # noqa: E731
+    absorbed = bool(w.absorbed)
+    values = {
+        "average": (fmt.line_rate(float(w.average_Bps)), t(lang, "p56.n.average")),
+        "peak": (fmt.times(float(w.peak_to_average)), t(lang, "p56.n.peak")),
+        "burst": (time(w.burst_s), t(lang, "p56.n.burst", rate=fmt.line_rate(float(w.line_rate_Bps)))),
+        "duty": (fmt.percent(float(w.duty_cycle)), t(lang, "p56.n.duty", step=time(w.step_s))),
+        "bytes": (fmt.data(float(w.bytes_per_burst)), t(lang, "p56.n.bytes")),
+        "excess": (fmt.data(float(w.excess_bytes)), t(lang, "p56.n.excess", k=fmt.number(float(w.k_converging)))),
+        "absorbed": (t(lang, "p56.absorbed_yes" if absorbed else "p56.absorbed_no"),
+                     t(lang, "p56.n.absorbed", buffer=fmt.data(float(w.buffer_bytes)), longest=time(w.max_burst_absorbed_s))),
+        "drain": (time(w.drain_s), t(lang, "p56.n.drain")),
+        "counter": (fmt.line_rate(float(w.counter_Bps)), _counter(lang, w)),
+        "cv": (t(lang, "p56.cv", training=fmt.number(float(w.cv_training)), web=fmt.number(float(w.cv_web))),
+               t(lang, "p56.n.cv", flows=fmt.number(float(w.web_flows)))),
+    }
+    shown = {name: value for name, (value, _) in values.items()}
+    if reference is None or "pin" in pressed:
+        reference = {"tiles": shown, "setting": _setting(lang, v)}
+    changed = [n for n in TILES if reference["tiles"].get(n) != shown[n]]
+    flags = {"absorbed": "good" if absorbed else "bad"}
+    tiles = [ui.tile(f"p56-t-{n}", t(lang, f"p56.t.{n}"), values[n][0], values[n][1],
+                     flag=" ".join(f for f in (flags.get(n, ""), "changed" if n in changed else "") if f)) for n in TILES]
+    out = [html.Div(tiles, className="tiles")]
+    if changed:
+        kept = [n for n in TILES if n not in changed]
+        names = lambda items: t(lang, "app.list_sep").join(t(lang, f"p56.t.{n}") for n in items)  # noqa: E731
+        out.insert(0, html.P(t(lang, "p56.compared", setting=reference["setting"], changed=names(changed),
+                               kept=names(kept) or "–"), id="p56-changes", className="changes"))
+    return ui.Out(out, memory=reference)
+
+
+def _counter(lang: str, w: fo.WireTiles) -> str:
+    """When the counter polls: over whole steps it always reads the average; otherwise a range, by phase."""
+    low, high = fmt.line_rate(float(w.counter_min_Bps)), fmt.line_rate(float(w.counter_max_Bps))
+    window = fmt.time(lang, float(w.window_s))
+    return t(lang, "p56.n.counter_steady", window=window) if low == high else t(
+        lang, "p56.n.counter", window=window, low=low, high=high)
+
+
+def _setting(lang: str, v: dict) -> str:
+    """The setting a comparison starts from, in a few words: 25% at 400 Gb/s, a 200 ms step."""
+    shape = fmt.percent(v["duty"]) if v["by"] == "duty" else fmt.time(lang, v["burst"])
+    return t(lang, f"p56.setting.{v['by']}", shape=shape, rate=fmt.line_rate(v["rate"]), step=fmt.time(lang, v["step"]))
+
+
+def register(app) -> None:
+    ui.register(app, PID, CONTROLS, compute, remember=True, buttons=("pin",))

@@ -1,0 +1,65 @@
+"""Panel 5.7 - what changes if: Llama 3 405B with more HBM, twice the batch, MoE, a 128K sequence."""
+
+from __future__ import annotations
+
+from dash import html
+
+from stepbudget.sweep.whatif import HBM_CHOICES, panel_whatif
+from stepbudget.views.tables import degrees_label
+from stepbudget.web import components as ui
+from stepbudget.web import fmt
+from stepbudget.web.fields import Choice
+from stepbudget.web.i18n import t
+
+PID = "p57"
+HBM = {f"{x / 1e9:.0f}": x for x in HBM_CHOICES}
+CONTROLS = (
+    Choice("hbm", tuple(HBM), "80"),
+    Choice("changes", ("batch", "moe", "long"), (), many=True),
+)
+DIMS = ("tp", "cp", "pp", "dp", "ep")
+
+
+def layout(lang: str, state: dict) -> html.Section:
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+
+
+def compute(lang: str, v: dict) -> list:
+    on = set(v["changes"])
+    variants = panel_whatif(HBM[v["hbm"]], "batch" in on, "moe" in on, "long" in on)
+    time = lambda x: fmt.time(lang, float(x))  # noqa: E731
+    header = [""] + [t(lang, f"p57.col.{x.name}", hbm=v["hbm"]) for x in variants]
+    rows: list[list] = [
+        [t(lang, "p57.row.gpus")] + [fmt.gpus(lang, x.scenario.cluster.gpus) for x in variants],
+        [t(lang, "p57.row.layout")] + [_layout(x.scenario) for x in variants],
+    ]
+    rows += [[t(lang, "p57.row.bytes", dim=t(lang, f"dim.{d}"))] + [fmt.data(x.traffic_matrix()[d]["total"]) for x in variants]
+             for d in DIMS]
+    rows += [
+        [t(lang, "p57.row.bubble")] + [time(x.budget.bubble_s) for x in variants],
+        [t(lang, "p57.row.bubble_share")] + [fmt.percent(x.bubble_fraction) for x in variants],
+        [t(lang, "p57.row.exposed")] + [time(x.budget.exposed_comm_s) for x in variants],
+        [t(lang, "p57.row.step")] + [time(x.budget.step_s) for x in variants],
+        [t(lang, "p57.row.mfu")] + [fmt.percent(float(x.budget.mfu)) for x in variants],
+        [t(lang, "p57.row.memory")] + [_memory(lang, x) for x in variants],
+    ]
+    classes = ["", ""] + [f"bytes-{d}" for d in DIMS] + ["bubble", "bubble-share", "exposed", "step", "mfu", "memory"]
+    kept = [x for x in variants if x.name in ("hbm", "all") and v["hbm"] != "80" and "layout.pp=8" not in x.changes]
+    notes = [html.P(t(lang, "p57.pp_kept", hbm=v["hbm"], column=t(lang, f"p57.col.{x.name}", hbm=v["hbm"])),
+                    className="assumed") for x in kept]
+    return [*notes, ui.table("p57-table", header, rows, classes), html.P(t(lang, "p57.rate"), className="assumed")]
+
+
+def _layout(sc) -> str:
+    return degrees_label(lambda a: getattr(sc.layout, a))
+
+
+def _memory(lang: str, x) -> html.Span:
+    fits = bool(x.memory.fits)
+    text = t(lang, "p57.memory", used=fmt.data(float(x.memory.total)), hbm=fmt.data(x.memory.capacity))
+    return html.Span([text, *([] if fits else [" ", html.Strong(t(lang, "p57.no_fit"))])],
+                     className="fits" if fits else "no-fit")
+
+
+def register(app) -> None:
+    ui.register(app, PID, CONTROLS, compute)
