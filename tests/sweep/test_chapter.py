@@ -97,3 +97,21 @@ def test_panel_whatif_halves_pp_when_hbm_allows_and_keeps_it_when_not():
     *_, together = panel_whatif(141e9, moe=True)
     assert together.scenario.layout.pp == 16 and not bool(together.memory.fits)  # PP 8 does not fit with MoE
     assert [v.name for v in panel_whatif(80e9, True, True, True)] == ["base", "batch", "moe", "long", "all"]
+
+
+def test_panel_whatif_prints_as_the_whatif_command():
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from stepbudget.cli import app
+    from stepbudget.sweep.whatif import whatif_command
+
+    variants = panel_whatif(141e9, moe=True)
+    args = shlex.split(whatif_command("llama3-405b", variants))[1:]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    steps = [v["budget"]["step_s"] for v in json.loads(result.output)["variants"]]
+    assert steps == pytest.approx([float(v.budget.step_s) for v in variants], rel=1e-9)

@@ -212,25 +212,28 @@ def test_a_url_restores_every_control(watched, server):
 
 
 BAD = {"count": "twelve", "integer": "1.5", "fraction": "lots", "rate": "400", "flops": "fast", "bytes": "64",
-       "time": "-3 s"}
-"""A value each kind of field refuses: words, a fraction of a whole number, a rate without its unit, ..."""
+       "time": "six seconds"}
+"""A value each kind of field refuses: words, a fraction of a whole number, a rate without its unit, ...; every
+third field gets an empty value instead, and every third a negative one."""
+
+
+def bad_value(spec: Field, i: int) -> str:
+    return ["", f"-{spec.default}", BAD[spec.kind]][i % 3]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-Hant"])
 def test_every_field_says_what_is_wrong_with_it(watched, server, lang):
     page = watched
     load(page, server, f"?lang={lang}")
-    for panel in PANELS:
-        for spec in panel.CONTROLS:
-            if not isinstance(spec, Field):
-                continue
-            ident = f"{panel.PID}-{spec.name}"
-            type_in(page, ident, BAD[spec.kind])
-            message = page.locator(f"#{ident}-error")
-            expect(message).to_contain_text(t(lang, f"{panel.PID}.f.{spec.name}"))
-            expect(page.locator(f"#{panel.PID}-out .stale")).to_be_visible()
-            type_in(page, ident, spec.default)
-            expect(message).to_be_empty()
+    fields = [(panel, spec) for panel in PANELS for spec in panel.CONTROLS if isinstance(spec, Field)]
+    for i, (panel, spec) in enumerate(fields):
+        ident = f"{panel.PID}-{spec.name}"
+        type_in(page, ident, bad_value(spec, i))
+        message = page.locator(f"#{ident}-error")
+        expect(message).to_contain_text(t(lang, f"{panel.PID}.f.{spec.name}"))
+        expect(page.locator(f"#{panel.PID}-out .stale")).to_be_visible()
+        type_in(page, ident, spec.default)
+        expect(message).to_be_empty()
     type_in(page, "p54-M", "100")  # a layout that does not divide: named under its field
     expect(page.locator("#p54-M-error")).to_contain_text("16,384")
 

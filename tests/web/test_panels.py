@@ -95,8 +95,11 @@ def test_panel_5_5_chapter_ratios_and_presets():
     assert tile(out, "p55-t-compute") == "1.09 ms" and tile(out, "p55-t-nvlink") == "110 µs"
     assert tile(run(p55, expert_ffn="1408"), "p55-t-ratio") == "0.976"  # DeepSeekMoE's small experts: about 1.0
     for name in p55.PRESETS[1:]:
-        values = p55.preset_values(name)
-        assert run(p55, preset=name, **values)
+        out = run(p55, preset=name, **p55.preset_values(name))
+        assert find(out, "p55-command").children == f"stepbudget moe {name}"
+        changed = run(p55, preset=name, **{**p55.preset_values(name), "top_k": "1"})
+        with pytest.raises(KeyError):  # the moe command no longer prints this layer
+            find(changed, "p55-command")
 
 
 def test_panel_5_6_defaults_and_the_exercise():

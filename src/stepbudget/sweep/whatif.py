@@ -140,3 +140,9 @@ def panel_whatif(hbm_bytes: float = 80e9, double_batch: bool = False, moe: bool 
         rest = tuple(c for name in on for c in PANEL_CHANGES[name])
         variants.append(("all", rest + _hbm(hbm_bytes, rest)))
     return tuple(whatif("llama3-405b", [], variants))
+
+
+def whatif_command(ref: str, variants: tuple[Variant, ...] | list[Variant]) -> str:
+    """The `stepbudget whatif` command line that prints ``variants`` (the base is always first)."""
+    varies = [shlex.quote(" ".join(shlex.quote(c) for c in v.changes)) for v in variants if v.changes]
+    return " ".join(["stepbudget whatif", ref, *(f"--vary {v}" for v in varies)])

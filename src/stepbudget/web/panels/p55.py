@@ -51,6 +51,11 @@ def preset_values(name: str) -> dict[str, str]:
             "nic": fmt.rate(li.nic_Bps), "link": "nvlink" if li.ep_in_node else "nic"}
 
 
+def _same(spec, value, text: str) -> bool:
+    """Whether a control still holds the preset's value (then the moe command prints the same layer)."""
+    return value == (spec.read(text) if isinstance(spec, Field) else text)
+
+
 def compute(lang: str, v: dict) -> ui.Out:
     link = {"nvlink": v["nvlink"], "nic": v["nic"], "custom": v["custom"]}[v["link"]]
     m = fo.moe_layer(v["expert_ffn"], v["hidden"], v["tokens"], v["top_k"], v["ep"], v["peak"], link, v["nvlink"], v["nic"])
@@ -68,6 +73,9 @@ def compute(lang: str, v: dict) -> ui.Out:
         ui.tile("p55-t-nic", t(lang, "p55.t.nic"), time(m.nic_s)),
     ]
     notes = [html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")] if v["preset"] != "chapter" else []
+    preset = preset_values(v["preset"]) if v["preset"] != "chapter" else None
+    if preset and all(_same(spec, v[spec.name], preset[spec.name]) for spec in CONTROLS if spec.name in PRESET_FIELDS):
+        notes.append(ui.command(lang, "p55-command", f"stepbudget moe {v['preset']}"))  # the same layer, and more
     return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import html
 
-from stepbudget.sweep.whatif import HBM_CHOICES, panel_whatif
+from stepbudget.sweep.whatif import HBM_CHOICES, panel_whatif, whatif_command
 from stepbudget.views.tables import degrees_label
 from stepbudget.web import components as ui
 from stepbudget.web import fmt
@@ -47,7 +47,8 @@ def compute(lang: str, v: dict) -> list:
     kept = [x for x in variants if x.name in ("hbm", "all") and v["hbm"] != "80" and "layout.pp=8" not in x.changes]
     notes = [html.P(t(lang, "p57.pp_kept", hbm=v["hbm"], column=t(lang, f"p57.col.{x.name}", hbm=v["hbm"])),
                     className="assumed") for x in kept]
-    return [*notes, ui.table("p57-table", header, rows, classes), html.P(t(lang, "p57.rate"), className="assumed")]
+    return [*notes, ui.table("p57-table", header, rows, classes), html.P(t(lang, "p57.rate"), className="assumed"),
+            *([ui.command(lang, "p57-command", whatif_command("llama3-405b", variants))] if len(variants) > 1 else [])]
 
 
 def _layout(sc) -> str:
