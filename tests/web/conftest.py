@@ -12,8 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from _web import stepbudget_command
+
+expect.set_options(timeout=15_000)  # a loaded 2-core CI machine can take seconds for what takes 50 ms here
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -15,7 +15,7 @@ import threading
 from importlib import resources
 from urllib.parse import parse_qsl
 
-from dash import ClientsideFunction, Dash, Input, Output, dcc, html
+from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html
 
 from stepbudget.web.i18n import DEFAULT_LANG, LANGS, t
 from stepbudget.web.panels import PANELS
@@ -42,6 +42,8 @@ def page(lang: str, state: dict[str, str]) -> list:
         html.Main([p.layout(lang, state) for p in PANELS]),
         html.Footer(html.P(t(lang, "app.footer"))),
         dcc.Store(id="switched"),
+        dcc.Store(id="title", data=t(lang, "app.title")),
+        dcc.Store(id="titled"),
     ]
 
 
@@ -60,6 +62,9 @@ def create_app(lang: str = DEFAULT_LANG) -> Dash:
         chosen = state.get("lang") if state.get("lang") in LANGS else lang
         return page(chosen, state), chosen
 
+    # the tab's title and the document's language (which picks the CJK glyphs) follow the page's
+    app.clientside_callback(ClientsideFunction("stepbudget", "title"), Output("titled", "data"), Input("title", "data"),
+                            State("lang", "data"))
     app.clientside_callback(ClientsideFunction("stepbudget", "switch"), Output("switched", "data"),
                             Input(SWITCH["en"], "n_clicks"), Input(SWITCH["zh-Hant"], "n_clicks"),
                             prevent_initial_call=True)

@@ -30,6 +30,11 @@
 
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
     stepbudget: {
+        title: function (title, lang) {
+            document.title = title;
+            document.documentElement.lang = lang;
+            return window.dash_clientside.no_update;
+        },
         switch: function () {
             const ctx = window.dash_clientside.callback_context;
             const target = ctx.triggered_id === "to-zh" ? "zh-Hant" : "en";
