@@ -135,6 +135,8 @@ def fmt_time(x: float) -> str:
     """Seconds with a readable prefix: 6.22 s, 3.4 ms, 12 µs."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g} s"
+    if abs(x) >= 1000:
+        return f"{x:,.0f} s"  # 30,400 s, not 3.04e+04 s
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if abs(float(f"{x / scale:.3g}")) >= 1:
             return f"{x / scale:.3g} {unit}"

@@ -131,7 +131,13 @@ def test_panel_5_6_the_exercise_keeps_the_average(watched, server):
     load(page, server)
     assert shows(page, "p56-t-bytes") == fmt_bytes(0.050 * NIC) == "2.5 GB"  # 50 ms at 400 Gb/s
     assert shows(page, "p56-t-excess") == "2.5 GB"
-    pick(page, "p56-by", "duty")
+    type_in(page, "p56-burst", "40 ms")  # typing a burst length makes it the one that sets the burst
+    expect(page.locator("#p56-by input[value='burst']")).to_be_checked()
+    expect(page.locator(".derived #p56-duty")).to_have_count(1)
+    expect(page.locator("#p56-t-duty .value")).to_have_text(f"{0.040 / 0.2:.1%}")
+    type_in(page, "p56-duty", "30%")  # and typing a duty cycle, that
+    type_in(page, "p56-duty", "25%")
+    expect(page.locator("#p56-by input[value='duty']")).to_be_checked()
     page.click("#p56-pin")  # compare with 25 % at 400 Gb/s
     expect(page.locator("#p56-changes")).to_have_count(0)
     type_in(page, "p56-duty", "50%")

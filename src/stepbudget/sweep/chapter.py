@@ -10,16 +10,19 @@ term by term and says which terms differ and why, with the values a reader needs
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from stepbudget import firstorder as fo
+from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import Axis, RateScope
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import RATE_FIELDS, carried, kernel_of
+from stepbudget.wire import Wire, wire_of
 
 LLAMA3_N = 405e9
 """Llama 3 405B's parameters as the chapter counts them (the presets' shapes give 405.85B)."""
@@ -147,8 +150,14 @@ class Comparison:
     terms: list[Term]
     differs: list[tuple[str, dict]]
     """(reason, values) for each term that differs: "rate_scope" (carried as a kernel rate), "rate_inside"
-    (the measured rate holds the bubble and critical-path exchanges), "bubble", "dp_bytes", "latency",
-    "other_dims", "overlap"."""
+    (the measured rate holds the bubble and critical-path exchanges), "bubble", "schedule" (one Megatron
+    refuses), "dp_bytes", "latency", "other_dims", "overlap"."""
+
+
+def schedule_problem(b: Budget) -> str | None:
+    """What Megatron would refuse in the budget's pipeline schedule (it is evaluated anyway), or None."""
+    p = b.plan
+    return check_schedule(SCHEDULE_BY_CODE[int(p.schedule)], int(p.pp), float(np.asarray(p.microbatches)), int(p.v))
 
 
 def _dp(b: Budget, what: str) -> float:
@@ -161,12 +170,13 @@ class DPTotals:
 
     bytes_per_gpu: float
     time_s: float
+    compute_s: float
     share_of_compute: float
 
 
 def dp_totals(b: Budget) -> DPTotals:
-    time = _dp(b, "time_s")
-    return DPTotals(_dp(b, "bytes_per_gpu"), time, time / float(np.asarray(b.compute_s)))
+    time, compute = _dp(b, "time_s"), float(np.asarray(b.compute_s))
+    return DPTotals(_dp(b, "bytes_per_gpu"), time, compute, time / compute)
 
 
 def dp_differs(full: FullModel, first_bytes: float) -> list[tuple[str, dict]]:
@@ -175,7 +185,7 @@ def dp_differs(full: FullModel, first_bytes: float) -> list[tuple[str, dict]]:
     b, sc = full.budget, full.scenario
     out: list[tuple[str, dict]] = []
     full_bytes = _dp(b, "bytes_per_gpu")
-    if abs(full_bytes / first_bytes - 1) > 0.05:
+    if abs(full_bytes - first_bytes) > 0.05 * max(full_bytes, first_bytes):  # both 0 with a DP group of one
         out.append(("dp_bytes", {"first": first_bytes, "full": full_bytes, "dp_kind": sc.layout.dp_kind.value,
                                  "grads": sc.precision.grads, "reshard": sc.layout.reshard_after_forward,
                                  "microbatches": float(np.asarray(b.plan.microbatches))}))
@@ -186,8 +196,11 @@ def dp_differs(full: FullModel, first_bytes: float) -> list[tuple[str, dict]]:
 
 
 def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
-    """Term by term: compute, DP exchange, other exchanges, bubble, exposed time, step and MFU."""
-    b = full.budget
+    """Term by term: compute, DP exchange, other exchanges, bubble, exposed time, step and MFU.
+
+    A measured whole-step rate is compared split into its kernel rate, bubble and exposed time (the kernel
+    view), as every changed job is: so a change to the inputs moves the terms it changes, not the split."""
+    b = full.kernel or full.budget
     scalar = lambda x: float(np.asarray(x))  # noqa: E731
     dp_time = _dp(b, "time_s")
     other = scalar(b.comm_s) - dp_time
@@ -205,17 +218,45 @@ def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
         differs.append(("rate_scope", {"measured": full.measured_rate, "kernel": float(b.plan.flops_rate)}))
     k = full.kernel
     if k is not None and abs(float(k.plan.flops_rate) / full.measured_rate - 1) > 0.01:
-        # the measured rate holds a bubble and critical-path exchanges the kernels' rate does not
+        # the measured rate holds the bubble and critical-path exchanges that the kernel view adds
         differs.append(("rate_inside", {"measured": full.measured_rate, "kernel": float(k.plan.flops_rate),
                                         "compute": scalar(k.compute_s), "bubble": scalar(k.bubble_s),
                                         "exposed": scalar(k.exposed_comm_s), "step": scalar(k.step_s)}))
-    elif scalar(b.bubble_s) > 0.01 * step:
+    if scalar(b.bubble_s) > 0.01 * step:
         differs.append(("bubble", {"bubble": scalar(b.bubble_s), "microbatches": scalar(b.plan.microbatches),
                                    "pp": int(b.plan.pp)}))
+    if schedule_problem(b):
+        differs.append(("schedule", {"microbatches": scalar(b.plan.microbatches), "pp": int(b.plan.pp)}))
     differs += dp_differs(full, scalar(first.bytes_per_gpu))
-    if other > 0.01 * step and not in_rate:
+    if other > 0.01 * step:
         exposed = sum(scalar(e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim != Axis.DP)
         differs.append(("other_dims", {"time": other, "exposed": exposed}))
     if abs(scalar(b.exposed_comm_s) - scalar(first.exposed_s)) > 0.05 * step:
         differs.append(("overlap", {"first": scalar(first.exposed_s), "full": scalar(b.exposed_comm_s)}))
     return Comparison(first, full, terms, differs)
+
+
+@dataclass(frozen=True)
+class JobWire:
+    """Panel 5.6's full model: what one NIC of the Llama 3 405B job sees at the panel's line rate."""
+
+    wire: Wire
+    command: str
+
+
+@functools.lru_cache(maxsize=256)
+def job_wire(nic_Bps: float, window_s: float, k: int, buffer_bytes: float) -> JobWire | Unmapped:
+    """``stepbudget wire llama3-405b`` at ``nic_Bps``, the panel's counter window, bursts and buffer (cached: the
+    panel's other controls change without touching it)."""
+    sets = [] if nic_Bps == 50e9 else [f"cluster.nic_Bps={_link(nic_Bps)}"]
+    try:
+        sc, _ = carried("llama3-405b", sets)
+        w = wire_of(estimate(derive(sc)), window_s=window_s, k=k, switch_buffer_bytes=buffer_bytes)
+    except (ScenarioError, ValueError) as e:
+        return Unmapped("scenario", detail=str(e).splitlines()[0])
+    options = [f"--set {s}" for s in sets]
+    for flag, value, default, unit in (("--window", window_s, 15.0, "s"), ("--converging", k, 2, ""),
+                                       ("--switch-buffer", buffer_bytes, 64e6, "B")):
+        if value != default:  # the wire command's defaults are the panel's
+            options.append(f"{flag} {value:.6g}{unit}")
+    return JobWire(w, " ".join(["stepbudget wire llama3-405b", *options]))

@@ -101,10 +101,11 @@ class DimensionView:
     budget: Budget
     memory: Memory
     assumed: list[tuple[str, dict]]
-    """What the panel filled in: ("moe_block", ...), ("schedule", ...), ("kernel_rate", ...)."""
+    """What the panel filled in, and what it means: ("moe_block", ...), ("moe_against_dp", ...), ("schedule", ...),
+    ("kernel_rate", ...)."""
     rows: list[DimensionRow]
     hpn: list[Reread]
-    """HPN's Table 3 re-read, for the HPN preset; empty otherwise."""
+    """HPN's Table 3 re-read, for the HPN preset at the layout it was measured on; empty otherwise."""
 
     @property
     def command(self) -> str:
@@ -247,6 +248,11 @@ def dimension_view(ref: str, d: Degrees) -> DimensionView:
     plan = derive(sc)
     b = estimate(plan)
     rows = _rows(b)
+    if any(code == "moe_block" for code, _ in assumed):  # the chapter's point: the all-to-all lands near DP
+        dense = estimate(derive(_preset(ref)))
+        assumed.append(("moe_against_dp", {"ep": float(np.asarray(b.by_dim("bytes_per_gpu")["ep"])),
+                                           "dp": float(np.asarray(dense.by_dim("bytes_per_gpu")["dp"]))}))
+    at_hpn = ref == "hpn-gpt3-175b" and d == preset_degrees(ref)  # Table 3 was measured at the preset's layout
     return DimensionView(ref=ref, sets=tuple(sets), scenario=sc, budget=b, memory=memory_per_gpu(plan), assumed=assumed,
-                         rows=rows, hpn=hpn_reread(rows, b) if ref == "hpn-gpt3-175b" else [])
+                         rows=rows, hpn=hpn_reread(rows, b) if at_hpn else [])
 

@@ -126,17 +126,20 @@ def _hbm(hbm_bytes: float, changes: tuple[str, ...]) -> tuple[str, ...]:
     return pp8 if bool(memory_per_gpu(derive(load("llama3-405b", [*changes, *pp8]))).fits) else bigger
 
 
-@functools.lru_cache(maxsize=64)
 def panel_whatif(hbm_bytes: float = 80e9, double_batch: bool = False, moe: bool = False,
                  long_sequence: bool = False) -> tuple[Variant, ...]:
-    """Panel 5.7 on Llama 3 405B: the base, each change on its own, and all of them together when more than one
-    is on. Every variant runs at the base's kernel efficiency (``whatif``); 24 settings, each computed once."""
+    """Panel 5.7 on Llama 3 405B: the base as measured (80 GB), then each change on its own and all of them
+    together when more than one is on, each on GPUs of ``hbm_bytes`` (PP 16 -> 8 where that fits), and the
+    bigger HBM alone. Every variant runs at the base's kernel efficiency (``whatif``); cached per setting."""
+    return _panel_whatif(float(hbm_bytes), bool(double_batch), bool(moe), bool(long_sequence))
+
+
+@functools.lru_cache(maxsize=64)
+def _panel_whatif(hbm_bytes: float, double_batch: bool, moe: bool, long_sequence: bool) -> tuple[Variant, ...]:
     on = [name for name, flag in (("batch", double_batch), ("moe", moe), ("long", long_sequence)) if flag]
-    singles = [(name, PANEL_CHANGES[name]) for name in on]
-    if hbm_bytes != HBM_CHOICES[0]:
-        singles.insert(0, ("hbm", _hbm(hbm_bytes, ())))
-    variants = list(singles)
-    if len(singles) > 1:
+    variants = [("hbm", _hbm(hbm_bytes, ()))] if hbm_bytes != HBM_CHOICES[0] else []
+    variants += [(name, PANEL_CHANGES[name] + _hbm(hbm_bytes, PANEL_CHANGES[name])) for name in on]
+    if len(on) > 1:
         rest = tuple(c for name in on for c in PANEL_CHANGES[name])
         variants.append(("all", rest + _hbm(hbm_bytes, rest)))
     return tuple(whatif("llama3-405b", [], variants))

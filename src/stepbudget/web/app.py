@@ -54,6 +54,7 @@ def create_app(lang: str = DEFAULT_LANG) -> Dash:
     # the page's controls exist only once _render has drawn it; tests/web check every callback's ids against it
     app = Dash(__name__, assets_folder=str(resources.files("stepbudget.web") / "assets"), serve_locally=True,
                title=t(lang, "app.title"), update_title=None, suppress_callback_exceptions=True)
+    app.index_string = app.index_string.replace("<html>", f'<html lang="{lang}">', 1)  # before the script sets it
     app.layout = html.Div([dcc.Location(id="url", refresh=False), html.Div(id="page", lang=lang)])
 
     @app.callback(Output("page", "children"), Output("page", "lang"), Input("url", "search"))

@@ -167,6 +167,8 @@ def bound(lang: str, kind: str, x: float) -> str:
 
 def message(lang: str, label: str, kind: str, error: FieldError) -> str:
     values = dict(error.values)
+    if "kind" in values:
+        values["unit"] = t(lang, f"unit.kind.{values.pop('kind')}")
     for key in ("low", "high"):
         if key in values:
             values[key] = bound(lang, kind, values[key])

@@ -19,7 +19,6 @@ _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
 """Count suffixes: SI, B for billions (405B parameters), Ki/Mi/Gi for powers of two (16Mi tokens = 2^24)."""
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|[kKMGBT]?)\s*$")
-_UNITS = {"rate": "bytes/s", "flops": "FLOP/s", "bytes": "bytes", "time": "s"}
 
 
 class FieldError(ValueError):
@@ -50,7 +49,7 @@ class Field:
             raise FieldError("not_finite", value=str(text), example=self.example or self.default)
         if value < self.low or (self.low_open and value == self.low) or value > self.high:
             raise FieldError("range_open" if self.low_open else "range", value=str(text).strip(), low=self.low,
-                             high=self.high, kind=self.kind, example=self.example or self.default)
+                             high=self.high, example=self.example or self.default)
         return value
 
 
@@ -71,15 +70,26 @@ class Choice:
         return value if value in self.options else self.default  # type: ignore[return-value]
 
 
+_GROUPED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?\b")
+"""Commas group thousands (16,384): a comma anywhere else (1,5) is not read as a number."""
+
+
 def _read(kind: str, text: object, example: str) -> float:
     if text is None or (isinstance(text, str) and not text.strip()):
         raise FieldError("empty", example=example)
-    s = str(text).strip().replace(",", "").replace("_", "")
+    shown = str(text).strip()
+    if "," in shown and not _GROUPED.match(shown):
+        raise FieldError("commas", value=shown, example=example)
+    if shown.startswith("-"):
+        raise FieldError("negative", value=shown, example=example)
+    s = shown.replace(",", "").replace("_", "")
     if kind in ("count", "integer"):
         m = _COUNT.match(s)
         if not m or (kind == "integer" and m.group(2)):
             raise FieldError("not_count" if kind == "count" else "not_integer", value=str(text).strip(), example=example)
         value = float(m.group(1)) * _SUFFIX[m.group(2)]
+        if not math.isfinite(value):
+            raise FieldError("not_finite", value=str(text).strip(), example=example)
         if not value.is_integer():
             raise FieldError("not_whole", value=str(text).strip(), example=example)
         return value
@@ -100,4 +110,4 @@ def _read(kind: str, text: object, example: str) -> float:
     try:
         return parse(s, kind)
     except UnitError:
-        raise FieldError("bad_unit", value=str(text).strip(), unit=_UNITS[kind], example=example) from None
+        raise FieldError("bad_unit", value=str(text).strip(), kind=kind, example=example) from None

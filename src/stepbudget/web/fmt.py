@@ -58,9 +58,10 @@ def percent(x: float) -> str:
     return f"{x:.1%}" if math.isfinite(x) else "∞"
 
 
-def times(x: float) -> str:
-    """A ratio: 5.2×."""
-    return f"{x:.2g}×" if math.isfinite(x) and x < 100 else f"{number(x)}×"
+def times(lang: str, x: float) -> str:
+    """A ratio: 5.2× / 5.2 倍."""
+    shown = "∞" if not math.isfinite(x) else f"{x:.2g}" if x < 100 else number(x)
+    return t(lang, "unit.times", number=shown)
 
 
 _WORDS = {"en": (("trillion", 1e12), ("billion", 1e9), ("million", 1e6)),
@@ -77,5 +78,5 @@ def count_words(lang: str, x: float) -> str:
 
 
 def gpus(lang: str, n: float) -> str:
-    """16,384 GPUs / 16,384 顆 GPU."""
-    return t(lang, "unit.gpus", number=number(n))
+    """16,384 GPUs / 16,384 顆 GPU; 1 GPU."""
+    return t(lang, "unit.gpu" if n == 1 else "unit.gpus", number=number(n))

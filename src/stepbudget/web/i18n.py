@@ -9,6 +9,7 @@ catalogs hold the same keys, none empty, and that no visible string bypasses the
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
 import yaml
@@ -38,6 +39,21 @@ def catalog(lang: str) -> dict[str, str]:
     return _flatten(yaml.safe_load(text))
 
 
+_HAN = "\u3400-\u9fff"
+_CJK = _HAN + "\u3000-\u303f\uff00-\uffef"  # with the ideographic punctuation (、。) and full-width forms
+_BETWEEN_CJK = re.compile(rf"(?<=[{_CJK}]) +(?=[{_CJK}])")
+_CJK_THEN_LATIN = re.compile(rf"(?<=[{_HAN}])(?=[A-Za-z0-9(])")
+_LATIN_THEN_CJK = re.compile(rf"(?<=[A-Za-z0-9%)])(?=[{_HAN}])")
+
+
+def _spaced(text: str) -> str:
+    """Chinese text with filled-in values, spaced as it is typeset: a space between Chinese and Latin letters or
+    digits (因為 Llama 3, 約 6.2 秒), none between two Chinese characters (毫秒是, not 毫秒 是)."""
+    text = _BETWEEN_CJK.sub("", text)
+    return _LATIN_THEN_CJK.sub(" ", _CJK_THEN_LATIN.sub(" ", text))
+
+
 def t(lang: str, key: str, **values: object) -> str:
     """The string ``key`` in ``lang``, its {placeholders} filled from ``values``."""
-    return catalog(lang)[key].format(**values)
+    text = catalog(lang)[key].format(**values)
+    return _spaced(text) if lang == "zh-Hant" else text

@@ -59,5 +59,6 @@ def reason(lang: str, code: str, v: dict) -> str:
         "latency": lambda: {"latency": time(v["latency"]), "dp": fmt.number(v["dp"])},
         "other_dims": lambda: {"time": time(v["time"]), "exposed": time(v["exposed"])},
         "overlap": lambda: {"first": time(v["first"]), "full": time(v["full"])},
+        "schedule": lambda: {"microbatches": fmt.number(v["microbatches"]), "pp": fmt.number(v["pp"])},
     }[code]()
     return t(lang, f"full.why.{code}", **values)

@@ -27,20 +27,21 @@ def layout(lang: str, state: dict) -> html.Section:
 def compute(lang: str, v: dict) -> list:
     common.check_split(v["G"], v["M"])
     r = fo.roofline(v["N"], v["G"], v["B"], v["F"], v["nic"], v["M"], v["hbm"])
-    bound = bool(r.link_bound)
-    verdict = (t(lang, "p51.link_bound", times=fmt.times(float(r.shortfall))) if bound
-               else t(lang, "p51.compute_bound", times=fmt.times(1 / float(r.shortfall))))
+    bound, shortfall = bool(r.link_bound), float(r.shortfall)
+    verdict = (t(lang, "p51.link_bound", times=fmt.times(lang, shortfall)) if bound
+               else t(lang, "p51.no_traffic") if shortfall == 0  # a DP group of one sends nothing
+               else t(lang, "p51.compute_bound", times=fmt.times(lang, 1 / shortfall)))
     tiles = [
         ui.tile("p51-t-flops", t(lang, "p51.t.flops"), fmt.flop(float(r.flops_per_gpu))),
         ui.tile("p51-t-bytes", t(lang, "p51.t.bytes"), fmt.data(float(r.bytes_per_gpu)), t(lang, "p51.n.bytes")),
         ui.tile("p51-t-compute", t(lang, "p51.t.compute"), fmt.time(lang, float(r.compute_s))),
         ui.tile("p51-t-comm", t(lang, "p51.t.comm"), fmt.time(lang, float(r.comm_s)),
-                t(lang, "p51.n.comm", times=fmt.times(float(r.comm_over_compute)))),
+                t(lang, "p51.n.comm", times=fmt.times(lang, float(r.comm_over_compute)))),
         ui.tile("p51-t-intensity", t(lang, "p51.t.intensity"), fmt.number(float(r.intensity)), t(lang, "unit.flop_per_byte")),
         ui.tile("p51-t-balance-nic", t(lang, "p51.t.balance_nic"), fmt.number(float(r.balance_nic)),
                 t(lang, "unit.flop_per_byte")),
         ui.tile("p51-t-balance-hbm", t(lang, "p51.t.balance_hbm"), fmt.number(float(r.balance_hbm)),
-                t(lang, "unit.flop_per_byte")),
+                t(lang, "p51.n.balance_hbm")),
         ui.tile("p51-t-verdict", t(lang, "p51.t.verdict"), verdict, flag="bad" if bound else "good"),
     ]
     return [html.Div(tiles, className="tiles"), _full(lang, full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"]))]

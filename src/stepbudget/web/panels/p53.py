@@ -43,7 +43,8 @@ def compute(lang: str, v: dict) -> list:
         *[html.P(_assumed(lang, code, values), className="assumed") for code, values in view.assumed],
         html.Div(_totals(lang, view), className="tiles"),
         _table(lang, view),
-        *([_hpn(lang, view)] if view.hpn else []),
+        *([_hpn(lang, view)] if view.hpn else [html.P(t(lang, "p53.hpn_other"), className="assumed")]
+          if ref == "hpn-gpt3-175b" else []),
         ui.command(lang, "p53-command", view.command),
     ]
 
@@ -65,6 +66,8 @@ def _assumed(lang: str, code: str, v: dict) -> str:
     if code == "moe_block":
         return t(lang, "p53.assumed.moe_block", experts=fmt.number(v["experts"]), top_k=fmt.number(v["top_k"]),
                  expert_ffn=fmt.number(v["expert_ffn"]), dense_ffn=fmt.number(v["dense_ffn"]))
+    if code == "moe_against_dp":
+        return t(lang, "p53.assumed.moe_against_dp", ep=fmt.data(v["ep"]), dp=fmt.data(v["dp"]))
     if code == "schedule":
         return t(lang, "p53.assumed.schedule", pp=fmt.number(v["pp"]), v=fmt.number(v["v"]), was=fmt.number(v["was"]))
     return t(lang, "p53.assumed.kernel_rate", measured=fmt.flops(v["measured"]), kernel=fmt.flops(v["kernel"]))

@@ -32,6 +32,10 @@ CONTROLS = (
     Choice("link", LINKS, CHAPTER["link"]),
     Field("custom", "rate", "100 GB/s", low=1e6, high=1e15, example="100 GB/s"),
 )
+SMALL_EXPERT = 1408
+"""DeepSeekMoE 16B's expert width, the chapter's 'small experts' (R about 1.0 on NVLink; formulas.md 9.4)."""
+COMMANDS = {"chapter": "stepbudget moe megascale-moe-352b --set cluster.nvlink_Bps=400GB/s"}
+"""The worked example is MegaScale-MoE's layer on the chapter's 400 GB/s NVLink."""
 AXIS = "p55-axis"
 """The figure area's graph: the layer's compute and its all-to-all on one time axis."""
 PRESET_FIELDS = ("expert_ffn", "hidden", "tokens", "top_k", "ep", "peak", "nvlink", "nic", "link")
@@ -62,20 +66,22 @@ def compute(lang: str, v: dict) -> ui.Out:
     time = lambda x: fmt.time(lang, float(x))  # noqa: E731
     ratio = float(m.ratio)
     verdict = t(lang, "p55.hides" if bool(m.hides) else "p55.exposed")
+    small = fo.moe_layer(SMALL_EXPERT, v["hidden"], v["tokens"], v["top_k"], v["ep"], v["peak"], link)
+    others = [(name, value) for name, value in (("nvlink", m.ratio_nvlink), ("nic", m.ratio_nic)) if name != v["link"]]
     tiles = [
         ui.tile("p55-t-ratio", t(lang, "p55.t.ratio", link=t(lang, f"p55.o.link.{v['link']}")), fmt.number(ratio), verdict,
                 flag="good" if bool(m.hides) else "bad"),
         ui.tile("p55-t-approx", t(lang, "p55.t.approx"), fmt.number(float(m.ratio_approx)), t(lang, "p55.n.approx")),
-        ui.tile("p55-t-ratio-nvlink", t(lang, "p55.t.ratio_nvlink"), fmt.number(float(m.ratio_nvlink))),
-        ui.tile("p55-t-ratio-nic", t(lang, "p55.t.ratio_nic"), fmt.number(float(m.ratio_nic))),
+        *[ui.tile(f"p55-t-ratio-{name}", t(lang, f"p55.t.ratio_{name}"), fmt.number(float(value))) for name, value in others],
+        ui.tile("p55-t-small", t(lang, "p55.t.small"), fmt.number(float(small.ratio)), t(lang, "p55.n.small")),
         ui.tile("p55-t-compute", t(lang, "p55.t.compute"), time(m.compute_s)),
         ui.tile("p55-t-nvlink", t(lang, "p55.t.nvlink"), time(m.nvlink_s)),
         ui.tile("p55-t-nic", t(lang, "p55.t.nic"), time(m.nic_s)),
     ]
     notes = [html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")] if v["preset"] != "chapter" else []
-    preset = preset_values(v["preset"]) if v["preset"] != "chapter" else None
-    if preset and all(_same(spec, v[spec.name], preset[spec.name]) for spec in CONTROLS if spec.name in PRESET_FIELDS):
-        notes.append(ui.command(lang, "p55-command", f"stepbudget moe {v['preset']}"))  # the same layer, and more
+    if all(_same(spec, v[spec.name], preset_values(v["preset"])[spec.name]) for spec in CONTROLS
+           if spec.name in PRESET_FIELDS):  # still the preset's layer: the moe command prints it, and more
+        notes.append(ui.command(lang, "p55-command", COMMANDS.get(v["preset"], f"stepbudget moe {v['preset']}")))
     return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
 
 

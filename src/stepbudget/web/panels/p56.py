@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dash import dcc, html
+from dash import Input, Output, callback_context, dcc, html
 
 from stepbudget import firstorder as fo
+from stepbudget.sweep.chapter import JobWire, job_wire
 from stepbudget.web import components as ui
 from stepbudget.web import fmt
 from stepbudget.web.fields import Choice, Field
 from stepbudget.web.i18n import t
+from stepbudget.web.panels import common
 
 PID = "p56"
 CONTROLS = (
     Field("rate", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s"),
-    Choice("by", ("burst", "duty"), "burst"),
+    Choice("by", ("duty", "burst"), "duty"),
     Field("duty", "fraction", "25%", low=0, high=1, example="25%"),
     Field("burst", "time", "50 ms", low=0, high=1e6, example="50 ms"),
     Field("step", "time", "200 ms", low=0, high=1e6, example="200 ms"),
@@ -43,13 +45,14 @@ def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui
     absorbed = bool(w.absorbed)
     values = {
         "average": (fmt.line_rate(float(w.average_Bps)), t(lang, "p56.n.average")),
-        "peak": (fmt.times(float(w.peak_to_average)), t(lang, "p56.n.peak")),
+        "peak": (fmt.times(lang, float(w.peak_to_average)), t(lang, "p56.n.peak")),
         "burst": (time(w.burst_s), t(lang, "p56.n.burst", rate=fmt.line_rate(float(w.line_rate_Bps)))),
         "duty": (fmt.percent(float(w.duty_cycle)), t(lang, "p56.n.duty", step=time(w.step_s))),
         "bytes": (fmt.data(float(w.bytes_per_burst)), t(lang, "p56.n.bytes")),
         "excess": (fmt.data(float(w.excess_bytes)), t(lang, "p56.n.excess", k=fmt.number(float(w.k_converging)))),
         "absorbed": (t(lang, "p56.absorbed_yes" if absorbed else "p56.absorbed_no"),
-                     t(lang, "p56.n.absorbed", buffer=fmt.data(float(w.buffer_bytes)), longest=time(w.max_burst_absorbed_s))),
+                     t(lang, "p56.n.absorbed", buffer=fmt.data(float(w.buffer_bytes)), longest=time(w.max_burst_absorbed_s))
+                     if float(w.k_converging) > 1 else t(lang, "p56.n.absorbed_lone")),
         "drain": (time(w.drain_s), t(lang, "p56.n.drain")),
         "counter": (fmt.line_rate(float(w.counter_Bps)), _counter(lang, w)),
         "cv": (t(lang, "p56.cv", training=fmt.number(float(w.cv_training)), web=fmt.number(float(w.cv_web))),
@@ -62,13 +65,25 @@ def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui
     flags = {"absorbed": "good" if absorbed else "bad"}
     tiles = [ui.tile(f"p56-t-{n}", t(lang, f"p56.t.{n}"), values[n][0], values[n][1],
                      flag=" ".join(f for f in (flags.get(n, ""), "changed" if n in changed else "") if f)) for n in TILES]
-    out = [html.Div(tiles, className="tiles")]
+    out = [html.Div(tiles, className="tiles"), _job(lang, v)]
     if changed:
         kept = [n for n in TILES if n not in changed]
         names = lambda items: t(lang, "app.list_sep").join(t(lang, f"p56.t.{n}") for n in items)  # noqa: E731
         out.insert(0, html.P(t(lang, "p56.compared", setting=reference["setting"], changed=names(changed),
                                kept=names(kept) or "–"), id="p56-changes", className="changes"))
     return ui.Out(out, memory=reference)
+
+
+def _job(lang: str, v: dict) -> html.Div:
+    """The full model: one NIC of the Llama 3 405B job at this line rate."""
+    job = job_wire(v["rate"], v["window"], int(v["k"]), v["buffer"])
+    if not isinstance(job, JobWire):
+        return ui.full_box(lang, PID, [common.unmapped(lang, job)], None)
+    view = job.wire.view
+    line = t(lang, "p56.full", rate=fmt.line_rate(v["rate"]), bytes=fmt.data(float(view.bytes_per_step)),
+             burst=fmt.time(lang, float(view.burst_s)), step=fmt.time(lang, float(view.step_s)),
+             duty=fmt.percent(float(view.duty_cycle)), k=fmt.number(v["k"]), excess=fmt.data(float(view.buffer_bytes)))
+    return ui.full_box(lang, PID, [html.P(line)], job.command)
 
 
 def _counter(lang: str, w: fo.WireTiles) -> str:
@@ -87,3 +102,13 @@ def _setting(lang: str, v: dict) -> str:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute, remember=True, buttons=("pin",))
+
+    @app.callback(Output(ui.cid(PID, "by"), "value"), Input(ui.cid(PID, "duty"), "value"),
+                  Input(ui.cid(PID, "burst"), "value"), prevent_initial_call=True)
+    def _typed(duty, burst):  # the field a reader types in is the one that sets the burst
+        return "duty" if callback_context.triggered_id == ui.cid(PID, "duty") else "burst"
+
+    @app.callback(Output(ui.cid(PID, "duty"), "className"), Output(ui.cid(PID, "burst"), "className"),
+                  Input(ui.cid(PID, "by"), "value"))
+    def _live(by):  # the other one is greyed: the panel derives it
+        return ("", "derived") if by == "duty" else ("derived", "")

@@ -44,7 +44,7 @@ def compute(lang: str, v: dict) -> list:
         [t(lang, "p57.row.memory")] + [_memory(lang, x) for x in variants],
     ]
     classes = ["", ""] + [f"bytes-{d}" for d in DIMS] + ["bubble", "bubble-share", "exposed", "step", "mfu", "memory"]
-    kept = [x for x in variants if x.name in ("hbm", "all") and v["hbm"] != "80" and "layout.pp=8" not in x.changes]
+    kept = [x for x in variants[1:] if v["hbm"] != "80" and "layout.pp=8" not in x.changes]
     notes = [html.P(t(lang, "p57.pp_kept", hbm=v["hbm"], column=t(lang, f"p57.col.{x.name}", hbm=v["hbm"])),
                     className="assumed") for x in kept]
     return [*notes, ui.table("p57-table", header, rows, classes), html.P(t(lang, "p57.rate"), className="assumed"),
