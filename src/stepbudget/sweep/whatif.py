@@ -121,7 +121,7 @@ def _hbm(hbm_bytes: float, changes: tuple[str, ...]) -> tuple[str, ...]:
     """More HBM on the same GPU: PP 16 -> 8 on half the GPUs (DP and the batch per replica kept) if that fits."""
     if hbm_bytes == HBM_CHOICES[0]:
         return ()
-    bigger = (f"cluster.gpu.hbm_bytes={hbm_bytes:.0f}",)
+    bigger = (f"cluster.gpu.hbm_bytes={hbm_bytes / 1e9:g}GB",)
     pp8 = (*bigger, "layout.pp=8", "cluster.gpus=8192")  # TP8 PP8 with DP 128 (or CP 16 x DP 8): 8,192 GPUs
     return pp8 if bool(memory_per_gpu(derive(load("llama3-405b", [*changes, *pp8]))).fits) else bigger
 
@@ -147,5 +147,6 @@ def _panel_whatif(hbm_bytes: float, double_batch: bool, moe: bool, long_sequence
 
 def whatif_command(ref: str, variants: tuple[Variant, ...] | list[Variant]) -> str:
     """The `stepbudget whatif` command line that prints ``variants`` (the base is always first)."""
-    varies = [shlex.quote(" ".join(shlex.quote(c) for c in v.changes)) for v in variants if v.changes]
+    inner = lambda c: f'"{c}"' if " " in c else c  # noqa: E731  double quotes inside the single-quoted --vary
+    varies = [shlex.quote(" ".join(inner(c) for c in v.changes)) for v in variants if v.changes]
     return " ".join(["stepbudget whatif", ref, *(f"--vary {v}" for v in varies)])
