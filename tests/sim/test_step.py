@@ -172,3 +172,24 @@ def test_cli_wire_json_and_plot(tmp_path):
 def test_cli_bad_input_is_one_line(command, args, fragment):
     r = CliRunner().invoke(app, [command, "hpn-gpt3-175b", *args])
     assert r.exit_code == 2 and fragment in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("preset", ["llama3-405b", "hpn-gpt3-175b", "megascale-175b", "deepseek-v3",
+                                    "megascale-moe-352b"])
+def test_a_slower_link_never_misses_fewer_deadlines(preset):
+    b = sim_budget(sb.load(preset))
+    misses = [len(simulate_step(b, link_rate=rate).deadline_misses) for rate in (1.0, 0.5, 0.25)]
+    assert misses == sorted(misses)
+
+
+@pytest.mark.parametrize("preset", ["megascale-175b", "deepseek-v3", "megascale-moe-352b"])
+def test_half_rate_misses_more_deadlines(preset):
+    # a miss is a transfer that ends after the compute meant to hide it: a parameter gather its layer's first
+    # forward waited for, a bucket or hidden exchange that outlasted its compute (chapter 5.4). Llama 3's
+    # interleaving (v = 4) leaves p passes of slack after every chunk but the last, so there only the last
+    # chunk's buckets miss, at any rate, and their lateness grows
+    b = sim_budget(sb.load(preset))
+    full, half = (simulate_step(b, link_rate=rate) for rate in (1.0, 0.5))
+    assert len(half.deadline_misses) > len(full.deadline_misses)
+    gathers = [m for m in half.deadline_misses if "all-gather" in m["task"]]
+    assert all(m["late_s"] > 0 for m in gathers)

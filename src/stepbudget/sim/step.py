@@ -152,10 +152,24 @@ def _blamed(prog: StepProgram, tl: Timeline, task: int) -> tuple[str, float]:
 
 
 def _misses(prog: StepProgram, tl: Timeline) -> list[dict]:
+    """Hidden transfers that finished after the compute meant to hide them had ended (chapter 5.4).
+
+    A transfer that hides behind compute (a reduce bucket, a pass's hidden TP/CP/EP) misses when it ends
+    after its deadline task, the last compute that covers it. A parameter gather is needed by its layer's
+    first forward: it misses when that forward was otherwise ready (its other inputs, the compute before it,
+    had ended) and waited for the gather; a gather with nothing before it had nothing to hide behind.
+    """
+    g = prog.graph
     out = []
     for t in np.flatnonzero(prog.deadline >= 0).tolist():
         d = int(prog.deadline[t])
-        late = tl.end_s[t] - tl.end_s[d] if prog.role[t] != "gather" else tl.end_s[t] - tl.start_s[d]
+        if prog.role[t] == "gather":
+            others = [int(x) for x in g.dep_ids[g.dep_indptr[d]:g.dep_indptr[d + 1]] if x != t]
+            if not others:
+                continue
+            late = tl.end_s[t] - max(tl.end_s[x] for x in others)
+        else:
+            late = tl.end_s[t] - tl.end_s[d]
         if late > 1e-9 * max(tl.makespan_s, 1.0):
             out.append({"task": tl.label(t), "dim": str(prog.dim[t]), "stage": int(prog.stage[t]),
                         "late_s": float(late)})
