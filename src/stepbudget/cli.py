@@ -390,7 +390,7 @@ def serve(
     """The chapter's seven panels as a local web app, in English or Traditional Chinese; Ctrl-C stops it."""
     import socket
 
-    from stepbudget.web.i18n import LANGS
+    from stepbudget.views.i18n import LANGS
 
     if lang not in LANGS:
         fail(f"--lang: {lang!r} is not a language of the app; use one of {', '.join(LANGS)}")

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from stepbudget.units import fmt_bits_rate, fmt_bytes, fmt_rate, fmt_time
 from stepbudget.web.fields import Choice, Field
-from stepbudget.web.i18n import catalog, t
+from stepbudget.views.i18n import catalog, t
 from stepbudget.web.panels import PANELS
 
 from _web import load, pick, shows, type_in

@@ -7,7 +7,7 @@ import string
 import pytest
 
 from stepbudget.web import components as ui
-from stepbudget.web import i18n
+from stepbudget.views import i18n
 from stepbudget.web.app import page
 from stepbudget.web.fields import Field, FieldError
 from stepbudget.web.panels import PANELS, p53, p55, p56, p57

@@ -6,7 +6,7 @@ from dash import html
 
 from stepbudget.web import components as ui
 from stepbudget.web.app import create_app, page
-from stepbudget.web.i18n import LANGS
+from stepbudget.views.i18n import LANGS
 from stepbudget.web.panels import PANELS, p51, p52, p53, p54, p55, p56, p57
 
 from _web import compute, defaults, find, ids, text, tile

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 
 from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html
 
-from stepbudget.web.i18n import DEFAULT_LANG, LANGS, t
+from stepbudget.views.i18n import DEFAULT_LANG, LANGS, t
 from stepbudget.web.panels import PANELS
 
 SWITCH = {"en": "to-en", "zh-Hant": "to-zh"}

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 from dash import Input, Output, State, callback_context, dcc, html, no_update
 
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field, FieldError
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 Control = Field | Choice
 

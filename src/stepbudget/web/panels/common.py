@@ -5,10 +5,10 @@ from __future__ import annotations
 from dash import html
 
 from stepbudget.sweep.chapter import Unmapped
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.components import PanelProblem
 from stepbudget.web.fields import Field
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 # the chapter's worked example (5.3, formulas.md 9.1): Llama 3 405B on 16,384 GPUs, 2^24 tokens, 400 TFLOP/s
 N = Field("N", "count", "405B", low=1e6, high=1e15, example="405B")

@@ -7,9 +7,9 @@ from dash import html
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import FullModel, full_model
 from stepbudget.web import components as ui
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.fields import Field
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
 PID = "p51"

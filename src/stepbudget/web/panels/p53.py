@@ -6,9 +6,9 @@ from dash import Input, Output, html
 
 from stepbudget.sweep import dimensions as dims
 from stepbudget.web import components as ui
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 PID = "p53"
 DEGREES = ("tp", "cp", "pp", "dp", "ep", "experts", "top_k", "micro_batch", "seq_len")

@@ -8,9 +8,9 @@ from stepbudget import firstorder as fo
 from stepbudget.a2a.report import layer_inputs
 from stepbudget.inputs.scenario import load
 from stepbudget.web import components as ui
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 PID = "p55"
 PRESETS = ("chapter", "deepseek-v3", "megascale-moe-352b")

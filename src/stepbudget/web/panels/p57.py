@@ -7,9 +7,9 @@ from dash import html
 from stepbudget.sweep.whatif import HBM_CHOICES, panel_whatif, whatif_command
 from stepbudget.views.tables import degrees_label
 from stepbudget.web import components as ui
-from stepbudget.web import fmt
+from stepbudget.views import fmt
 from stepbudget.web.fields import Choice
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 PID = "p57"
 HBM = {f"{x / 1e9:.0f}": x for x in HBM_CHOICES}

@@ -1,4 +1,4 @@
-"""Numbers for the page, in its language: the CLI's formatting (units.py), with the words translated.
+"""Numbers for the page and the figures, in their language: the CLI's formatting (units.py), with the words translated.
 
 Digits, decimal points and thousands separators are the same in English and Traditional Chinese;
 what changes is the words: a time unit (6.22 s, 6.22 秒), a count in words (3.16 billion, 31.6 億),
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from stepbudget import units
-from stepbudget.web.i18n import t
+from stepbudget.views.i18n import t
 
 _TIME_KEYS = {"s": "s", "ms": "ms", "µs": "us", "ns": "ns"}
 

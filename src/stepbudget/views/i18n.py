@@ -1,4 +1,4 @@
-"""The page's words, one catalog per language (catalogs/en.yaml, catalogs/zh-Hant.yaml).
+"""The words of the web app and the chapter's figures, one catalog per language (catalogs/en.yaml, catalogs/zh-Hant.yaml).
 
 Every string the app shows is ``t(lang, key, **values)``: the catalog's template for ``key`` in the
 language, filled with already formatted values. Keys are dotted paths into the YAML (``p54.heading``).
@@ -35,7 +35,7 @@ def catalog(lang: str) -> dict[str, str]:
     """Every key of ``lang``'s catalog and its template."""
     if lang not in LANGS:
         raise ValueError(f"lang: {lang!r} is not one of {', '.join(LANGS)}")
-    text = (resources.files("stepbudget.web") / "catalogs" / f"{lang}.yaml").read_text(encoding="utf-8")
+    text = (resources.files("stepbudget.views") / "catalogs" / f"{lang}.yaml").read_text(encoding="utf-8")
     return _flatten(yaml.safe_load(text))
 
 
