@@ -12,6 +12,7 @@ from stepbudget.enums import Axis
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import step_program
 from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, slowest_of
+from stepbudget.sweep.chapter import ANIMATION_SETS
 from stepbudget.wire import wire_of
 
 
@@ -58,14 +59,21 @@ def test_1f1b_bubble_emerges_from_the_dependencies():
 
 
 def _animation_5_1(rate: float):
-    # Animation 5.1: one GPU's step (no pipeline), one gradient bucket per layer, DP hidden behind backward
-    sc = sb.load("llama3-405b", ["layout.pp=1", "layout.dp=2048", "layout.schedule=1f1b", "layout.virtual_stages=1",
-                                 "layout.dp_kind=zero1", "batch.global_batch_tokens=null",
-                                 "batch.global_batch_seqs=2048", "layout.embedding_in_pipeline_split=false",
-                                 "layout.loss_in_pipeline_split=false", "precision.grads=bf16",
-                                 "cluster.rate_scope=kernel", "cluster.tiers=[]"])
+    # Animation 5.1's job: one GPU's step (no pipeline), a gradient bucket per few layers, DP behind backward
+    sc = sb.load("llama3-405b", list(ANIMATION_SETS))
     b = sim_budget(sc)
     return b, simulate_step(b, link_rate=rate)
+
+
+def test_a_parameter_gather_is_due_at_the_first_layer_that_waits_for_it():
+    sc = sb.load("llama3-405b", [s.replace("layout.dp_kind=ddp", "layout.dp_kind=zero1") for s in ANIMATION_SETS])
+    prog = step_program(sim_budget(sc))
+    g = prog.graph
+    for t in np.flatnonzero(prog.role == "gather"):
+        due = int(prog.deadline[t])
+        waiting = [x for x in np.flatnonzero(prog.role == "fwd")
+                   if t in g.dep_ids[g.dep_indptr[x]:g.dep_indptr[x + 1]]]
+        assert due == min(waiting)  # the first forward layer of the bucket, not its last
 
 
 def test_animation_5_1_half_rate_turns_hidden_dp_into_exposed_and_names_the_late_buckets():
@@ -80,6 +88,11 @@ def test_animation_5_1_half_rate_turns_hidden_dp_into_exposed_and_names_the_late
     assert half.exposed_s["dp"] > full.exposed_s["dp"] + 0.3 * backward  # 1.4 x backward of buckets: 0.4 exposed
     assert len(late_half) > len(late_full)
     assert all(m["task"].startswith("DP reduce") and m["late_s"] > 0 for m in late_half)
+
+
+def test_animation_5_1_job_hides_its_buckets_at_full_rate_and_misses_at_half():
+    counts = [len(_animation_5_1(rate)[1].deadline_misses) for rate in (1.0, 0.5, 0.25)]
+    assert counts[0] == 0 < counts[1] < counts[2]
 
 
 def test_jitter_tail_grows_with_replicas(budgets):

@@ -348,8 +348,9 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
         opt = b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]), "compute",
                     "optimizer", s)
         finals.append(opt)
-    for (s, c, layer), g in gathers.items():
-        b.deadline[g] = layer_tasks[("F", 0, c, layer, s)]
+    for (s, c, layer), g in gathers.items():  # layers in order: a bucket is due at the first layer it holds
+        if b.deadline[g] < 0:
+            b.deadline[g] = layer_tasks[("F", 0, c, layer, s)]
     b.add(join("step end", finals), "", "", -1)
 
     graph = TaskGraph.from_tasks(b.tasks)
