@@ -147,3 +147,11 @@ def test_wire_tiles_needs_one_of_duty_or_burst():
         fo.wire_tiles(50e9, 0.2)
     with pytest.raises(ValueError, match="exactly one"):
         fo.wire_tiles(50e9, 0.2, duty_cycle=0.2, burst_s=0.01)
+
+
+@given(F=st.floats(1e12, 1e16), bw=st.floats(1e9, 1e13), lo=st.floats(1e-2, 1e7), hi=st.floats(1e-2, 1e7))
+def test_the_roof_bends_at_the_balance_point_and_never_falls(F, bw, lo, hi):
+    lo, hi = sorted((lo, hi))
+    assert fo.attainable(lo, F, bw) <= fo.attainable(hi, F, bw)  # more FLOP per byte is never slower
+    assert fo.attainable(fo.balance(F, bw), F, bw) == pytest.approx(F)
+    assert fo.attainable(fo.balance(F, bw) / 2, F, bw) == pytest.approx(F / 2)  # the link's half of the roof

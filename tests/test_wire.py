@@ -263,3 +263,17 @@ def test_flow_entropy_between_0_and_log2_n(sizes):
 def test_bad_input_raises_value_error_naming_it(call, name):
     with pytest.raises(ValueError, match=rf"(^|\W){name}(=|\(|\W)"):
         call()
+
+
+def test_every_nic_of_a_host_carries_the_same_bursts_in_bits_per_second():
+    import stepbudget as sb
+    from stepbudget.wire import host_nics, wire_of
+
+    sc = sb.load("hpn-gpt3-175b")
+    b = sb.estimate(sb.derive(sc))
+    t, rates = host_nics(b, steps=2)
+    one = wire_of(b, steps=2)
+    assert len(rates) == sc.cluster.nics_per_node
+    for rate in rates:
+        assert np.array_equal(rate, one.rate * 8)  # one NIC's series, in bits/s
+    assert rates[0].max() == pytest.approx(sc.cluster.nic_Bps * 8) and t[-1] == pytest.approx(2 * float(b.step_s))

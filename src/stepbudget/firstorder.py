@@ -23,7 +23,7 @@ from stepbudget.a2a.ratio import hiding_ratio, moe_layer_times
 
 __all__ = [
     "BF16", "FP32", "DPExchange", "DPKind", "MoELayer", "StepRoofline", "StrongScaling", "WireTiles",
-    "balance", "compute_s", "dp_bytes_per_gpu", "dp_exchange", "dp_factor", "flops_per_gpu", "intensity",
+    "attainable", "balance", "compute_s", "dp_bytes_per_gpu", "dp_exchange", "dp_factor", "flops_per_gpu", "intensity",
     "moe_layer", "roofline", "strong_scaling", "wire_tiles",
 ]
 
@@ -100,6 +100,12 @@ def balance(F, bandwidth_Bps) -> np.ndarray:
     """The balance point F / beta: the intensity at which the link's time equals the compute time."""
     F, bw = _arrays(F, bandwidth_Bps)
     return F / bw  # chapter 5.2 (400 TFLOP/s over 50 GB/s: 8,000 FLOP/B)
+
+
+def attainable(intensity, F, bandwidth_Bps) -> np.ndarray:
+    """The roofline: FLOP/s reachable at ``intensity`` FLOP/B when a link of ``bandwidth_Bps`` feeds a GPU of ``F``."""
+    I, F, bw = _arrays(intensity, F, bandwidth_Bps)
+    return np.minimum(F, I * bw)  # Williams, Waterman, Patterson 2009; chapter 5.2
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Collective
+from stepbudget.units import BITS_PER_BYTE
 
 __all__ = [
     "WireView",
@@ -399,3 +400,11 @@ def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
     tl, rl = rate_series(step, float(view.burst_s), cl.nic_Bps, long_steps)
     poll, reading = counter_reading(tl, rl, window_s)
     return Wire(budget, view, per_nic, t, rate, poll, reading)
+
+
+def host_nics(budget: Budget, steps: int = 2) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The rate of each NIC of one host over ``steps`` steps, in bits/s as line rates are quoted (HPN Figure 2):
+    every NIC of the host carries its GPUs' share and bursts with the others, in lockstep. Returns ``(t, rates)``."""
+    w = wire_of(budget, steps=steps)
+    nics = budget.plan.scenario.cluster.nics_per_node
+    return w.t, [w.rate * BITS_PER_BYTE for _ in range(nics)]  # the same burst train on every NIC

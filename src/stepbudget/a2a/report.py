@@ -115,6 +115,25 @@ def layer_inputs(sc: Scenario) -> LayerInputs:
         swiglu=model.activation == Activation.SWIGLU, ep_in_node=int(np.asarray(plan.q["ep"])) >= sc.layout.ep)
 
 
+def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int, seed: int = 0,
+                    li: LayerInputs | None = None) -> np.ndarray:
+    """One MoE layer call's dispatch bytes, source GPU by destination GPU, over ``servers`` x ``gpus_per_server``
+    GPUs, drawn from the routing model with ``seed``: a fresh seed is the next call."""
+    li = li or layer_inputs(sc)
+    moe, n = sc.model.moe, servers * gpus_per_server
+    assert moe is not None  # layer_inputs refused a dense model
+    if skew.kind == "pairs":
+        return pair_skew_matrix(n, li.tokens_per_gpu * moe.top_k * li.hidden * li.dispatch_bytes, skew.exponent,
+                                rng=seed)
+    if moe.num_experts % n:
+        raise ScenarioError(f"--servers/--gpus-per-server: {moe.num_experts} experts do not split over "
+                            f"{servers}x{gpus_per_server} GPUs; use a GPU count that divides the experts")
+    placement = np.arange(moe.num_experts) % n  # round-robin, as the budget's skew factor assumes
+    zipf = skew.exponent if skew.kind == "experts" else "uniform"
+    return gpu_traffic_matrix(li.tokens_per_gpu, li.hidden, moe.num_experts, moe.top_k, n, skew=zipf,
+                              bytes_per_elem=li.dispatch_bytes, rng=seed, expert_to_gpu=placement)
+
+
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
                gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
     li = layer_inputs(sc)
@@ -135,17 +154,11 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     if matrix is not None:
         D = check_traffic_matrix(matrix, S, G, name="--matrix")
         skew = Skew("measured")
-    elif skew.kind == "pairs":
-        D = pair_skew_matrix(n, tokens * moe.top_k * model.hidden_size * w, skew.exponent, rng=seed)
     else:
-        if moe.num_experts % n:
-            raise ScenarioError(f"--servers/--gpus-per-server: {moe.num_experts} experts do not split over {S}x{G} GPUs; "
-                                "use a GPU count that divides the experts")
-        placement = np.arange(moe.num_experts) % n  # round-robin, as the budget's skew factor assumes
-        zipf = skew.exponent if skew.kind == "experts" else "uniform"
-        D = gpu_traffic_matrix(tokens, model.hidden_size, moe.num_experts, moe.top_k, n, skew=zipf,
-                               bytes_per_elem=w, rng=seed, expert_to_gpu=placement)
-        if S > 1:  # what one NIC copy per target server sends, forwarded or not (the view says which)
+        D = dispatch_matrix(sc, skew, S, G, seed, li)
+        if S > 1 and skew.kind != "pairs":  # one NIC copy per target server, forwarded or not (the view says which)
+            placement = np.arange(moe.num_experts) % n
+            zipf = skew.exponent if skew.kind == "experts" else "uniform"
             nl = node_limited_traffic(tokens, model.hidden_size, moe.num_experts, moe.top_k, S, G,
                                       moe.node_limit or S, skew=zipf, bytes_per_elem=w, rng=seed,
                                       expert_to_gpu=placement)

@@ -6,13 +6,15 @@ closed form of formulas.md §1.1) and the scale benchmark.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from stepbudget.budget.collectives import ring_steps
 from stepbudget.enums import Collective
 from stepbudget.sim.graph import TaskGraph, TaskKind
 
-__all__ = ["ring_all_reduce"]
+__all__ = ["RingSchedule", "ring_all_reduce", "ring_schedule"]
 
 
 def ring_all_reduce(num_ranks: int, size_bytes: float) -> TaskGraph:
@@ -50,3 +52,41 @@ def ring_all_reduce(num_ranks: int, size_bytes: float) -> TaskGraph:
         dep_indptr=dep_indptr,
         dep_ids=dep_ids,
     )
+
+
+@dataclass(frozen=True)
+class RingSchedule:
+    """Every send of a simulated ring all-reduce: which rank sends which chunk to whom, and when.
+
+    Arrays of shape ``(2 (n - 1) n,)``, one entry per send, in task order (step-major). ``phase`` is 0 in the
+    reduce-scatter and 1 in the all-gather; ``chunk`` is the S/n piece the send carries.
+    """
+
+    ranks: int
+    step: np.ndarray
+    phase: np.ndarray
+    sender: np.ndarray
+    receiver: np.ndarray
+    chunk: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
+    bytes_per_rank: float
+    """What each rank sends in all: 2 (n - 1) chunks of S / n, 2 (n - 1) / n x S (formulas.md 1.1)."""
+
+
+def ring_schedule(num_ranks: int, size_bytes: float, link_Bps: float) -> RingSchedule:
+    """The ring all-reduce the simulator costs, simulated on links of ``link_Bps``, send by send."""
+    from stepbudget.sim.engine import simulate  # the engine runs the graph this module builds
+
+    g = ring_all_reduce(num_ranks, size_bytes)
+    n = int(num_ranks)
+    tl = simulate(g, np.full(n, float(link_Bps)))
+    task = np.arange(g.num_tasks)
+    step, rank = task // n, task % n
+    rs = step < n - 1
+    # reduce-scatter step s: rank i passes on chunk (i - s) mod n, summed so far; all-gather step s':
+    # rank i passes on the finished chunk (i + 1 - s') mod n (Patarasuk and Yuan 2009; nccl ring)
+    chunk = np.where(rs, (rank - step) % n, (rank + 1 - (step - (n - 1))) % n)
+    return RingSchedule(ranks=n, step=step, phase=np.where(rs, 0, 1), sender=rank, receiver=(rank + 1) % n,
+                        chunk=chunk, start_s=tl.start_s, end_s=tl.end_s,
+                        bytes_per_rank=float(2 * (n - 1) / n * size_bytes))  # ring all-reduce, formulas.md 1.1

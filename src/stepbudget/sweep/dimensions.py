@@ -80,6 +80,8 @@ class DimensionRow:
     """"exposed" (all of it waits), "partly" (some hidden), "hidden"."""
     per_layer_bytes: float | None
     """TP, CP and EP: bytes per layer per micro-batch (what HPN's Table 3 counts); None for PP and DP."""
+    per_layer_s: float | None = None
+    """The same, in time: the collective's time per layer per micro-batch."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,8 @@ def _sets(ref: str, d: Degrees) -> tuple[list[str], list[tuple[str, dict]]]:
     return sets, assumed
 
 
-def _rows(b: Budget) -> list[DimensionRow]:
+def rows_of(b: Budget) -> list[DimensionRow]:
+    """A budget's exchanges as the panel's rows (those that run)."""
     p = b.plan
     f = lambda x: float(np.asarray(x))  # noqa: E731
     passes = {Axis.TP: p.layers_per_gpu, Axis.CP: p.layers_per_gpu, Axis.EP: p.moe_layers_per_gpu}
@@ -216,6 +219,7 @@ def _rows(b: Budget) -> list[DimensionRow]:
             nic_bytes=f(x.nic_bytes), nvlink_bytes=f(x.nvlink_bytes), link=str(x.link), time_s=t, exposed_s=e,
             critical=x.critical, status="hidden" if e <= 0.01 * t else "exposed" if e >= 0.99 * t else "partly",
             per_layer_bytes=None if layers is None else f(x.bytes_per_gpu / (layers * p.microbatches)),
+            per_layer_s=None if layers is None else f(x.time_s / (layers * p.microbatches)),
         ))
     return out
 
@@ -247,7 +251,7 @@ def dimension_view(ref: str, d: Degrees) -> DimensionView:
         assumed.append(("kernel_rate", {"measured": float(_preset(ref).cluster.achieved_flops or 0), "kernel": rate}))
     plan = derive(sc)
     b = estimate(plan)
-    rows = _rows(b)
+    rows = rows_of(b)
     if any(code == "moe_block" for code, _ in assumed):  # the chapter's point: the all-to-all lands near DP
         dense = estimate(derive(_preset(ref)))
         assumed.append(("moe_against_dp", {"ep": float(np.asarray(b.by_dim("bytes_per_gpu")["ep"])),
