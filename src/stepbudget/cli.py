@@ -381,6 +381,43 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 @app.command()
+def figure(
+    ident: Annotated[Optional[str], typer.Argument(
+        metavar="ID", help="5.1 ... 5.9, anim-5.1 or anim-5.2 (see --list).")] = None,
+    scenario: Annotated[Optional[str], typer.Argument(
+        help="Preset name or path to a YAML/TOML scenario (default: the chapter's).")] = None,
+    sets: Sets = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Write FILE.html (interactive), FILE.png or FILE.svg.")] = None,
+    lang: Annotated[str, typer.Option("--lang", help="Language of the figure's text: en or zh-Hant.")] = "en",
+    listing: Annotated[bool, typer.Option("--list", help="List the figures, one line each.")] = False,
+) -> None:
+    """One of the chapter's figures or animations, from the library's numbers, as a file."""
+    from stepbudget.views.chapter import FIGURES, build
+    from stepbudget.views.chapter.render import FORMATS, write
+    from stepbudget.views.i18n import LANGS
+
+    if lang not in LANGS:
+        fail(f"--lang: {lang!r} is not a language of the figures; use one of {', '.join(LANGS)}")
+    if listing:
+        for f in FIGURES.values():
+            console.print(f"[bold]{f.ident:<9}[/bold] {f.describe(lang)} ({f.default})", highlight=False)
+        return
+    if ident is None:
+        fail("ID: name a figure, e.g. stepbudget figure 5.3 --out ring.png (stepbudget figure --list shows them)")
+    if ident not in FIGURES:
+        fail(f"ID: {ident!r} is not a figure; use one of {', '.join(FIGURES)} (stepbudget figure --list)")
+    if out is None:
+        fail("--out: give the file to write, e.g. --out fig.html (interactive), fig.png or fig.svg")
+    _check_out(out, FORMATS, "--out")
+    try:
+        drawn = build(ident, lang, scenario, sets or [])
+    except (ScenarioError, UnitError) as e:
+        fail(str(e))
+    _save(write, drawn, out)
+    console.print(f"wrote {out}")
+
+
+@app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (default: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8050,

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
 
 from stepbudget.units import fmt_time
 from stepbudget.validation.compare import Row, Summary
-from stepbudget.views.figures import write_figure
 
 
 def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
@@ -89,9 +87,11 @@ def skipped_lines(rows: list[Row]) -> list[str]:
 
 
 def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
-    """Measured MFU against GPUs for MegaScale, Megatron-LM and Llama 3, with the model's predictions."""
-    groups = figure_series(rows)
-    write_figure(path, lambda: _plotly(groups), lambda tmp: _matplotlib(groups, tmp))
+    """Measured MFU against GPUs with the model's predictions, one legend entry per system (chapter Figure 5.5)."""
+    from stepbudget.views.chapter.measured import validation_figure  # the chapter's figures import this module
+    from stepbudget.views.chapter.render import write
+
+    write(validation_figure(rows), path, "--plot")
 
 
 def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
@@ -117,45 +117,3 @@ def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
         else:
             out[f"{name} ({model})"] = [r for members in by_batch.values() for r in members]
     return out
-
-
-def _series(rows: list[Row]):
-    rows = sorted(rows, key=lambda r: r.case.gpus)
-    return [r.case.gpus for r in rows], [r.case.measured_mfu for r in rows], [r.predicted_mfu for r in rows]
-
-
-def _plotly(groups):
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    for i, (name, rows) in enumerate(groups.items()):
-        x, meas, pred = _series(rows)
-        fig.add_trace(go.Scatter(x=x, y=meas, name=f"{name} measured", mode="lines+markers", legendgroup=str(i)))
-        fig.add_trace(go.Scatter(x=x, y=pred, name=f"{name} predicted", mode="lines+markers", legendgroup=str(i),
-                                 line={"dash": "dot"}))
-    fig.update_xaxes(type="log", title_text="GPUs")
-    fig.update_yaxes(tickformat=".0%", title_text="MFU", range=[0, 1])
-    fig.update_layout(title="Figure 5.5: measured MFU against GPUs, with stepbudget's predictions", template="plotly_white")
-    return fig
-
-
-def _matplotlib(groups, tmp: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 7))
-    for i, (name, rows) in enumerate(groups.items()):
-        x, meas, pred = _series(rows)
-        color = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")(i % 20)
-        ax.plot(x, meas, marker="o", color=color, label=f"{name} measured")
-        ax.plot(x, pred, marker="x", linestyle=":", color=color, label=f"{name} predicted")
-    ax.set(xscale="log", xlabel="GPUs", ylabel="MFU", ylim=(0, 1),
-           title="Figure 5.5: measured MFU against GPUs, with stepbudget's predictions")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: lines stay visible
-    fig.tight_layout()
-    fig.savefig(tmp, format=tmp.suffix.lstrip("."))
-    plt.close(fig)

@@ -1,0 +1,53 @@
+"""The chapter's figures and animations as plotly figure dicts, in either language: one builder per ID.
+
+``build(ident, lang, ref, sets)`` returns the figure for a scenario (the chapter's by default); ``render.write``
+writes it as HTML, PNG or SVG. The web panels show the same dicts. Every text comes from the catalogs
+(views/catalogs, keys ``fig.*``), every number from the library, except the published measurements
+Figure 5.6 draws, which cite their source where they are kept (measured.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from stepbudget.views.chapter import figures, measured, timeline, traffic
+from stepbudget.views.i18n import t
+
+
+@dataclass(frozen=True)
+class Figure:
+    ident: str
+    default: str
+    """The scenario the chapter's figure shows."""
+    build: Callable[..., dict]
+    sets: tuple[str, ...] = ()
+    """Overrides the chapter's figure adds to its default scenario (not to a scenario the user names)."""
+
+    def describe(self, lang: str = "en") -> str:
+        return t(lang, f"fig.list.{self.ident}")
+
+
+FIGURES = {f.ident: f for f in (
+    Figure("5.1", "llama3-405b", timeline.one_step),
+    Figure("5.2", "llama3-405b", figures.roofline),
+    Figure("5.3", "llama3-405b", figures.ring),
+    Figure("5.4", "llama3-405b", measured.strong_scaling),
+    Figure("5.5", "llama3-405b", measured.measured_points),
+    Figure("5.6", "megascale-moe-352b", measured.fused_kernels),
+    Figure("5.7", "megascale-moe-352b", traffic.skew_in_one_call),
+    Figure("5.8", "hpn-gpt3-175b", figures.host_nics),
+    Figure("5.9", "llama3-405b", figures.context),
+    Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines, timeline.ANIMATION_SETS),
+    Figure("anim-5.2", "llama3-405b", traffic.counter_window),
+)}
+"""The figures there are, by the chapter's number."""
+
+
+def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] | tuple[str, ...] = (),
+          **options) -> dict:
+    """Figure ``ident`` of scenario ``ref`` (the chapter's own, with its overrides, when None) with ``sets``
+    applied, in ``lang``; ``options`` go to the builder (Animation 5.2's ``window_s``)."""
+    figure = FIGURES[ident]
+    chosen = list(sets) if ref else [*figure.sets, *sets]
+    return figure.build(lang, ref or figure.default, chosen, **options)

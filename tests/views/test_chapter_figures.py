@@ -1,0 +1,231 @@
+"""The chapter's figures: each writes HTML, PNG and SVG; their content read from the figure object."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import stepbudget as sb
+from stepbudget.cli import app
+from stepbudget.firstorder import balance
+from stepbudget.plan.derive import derive
+from stepbudget.views.chapter import FIGURES, build
+from stepbudget.views.i18n import t
+from stepbudget.units import BITS_PER_BYTE
+
+_cache: dict[tuple[str, str], dict] = {}
+
+
+def figure(ident: str, lang: str = "en") -> dict:
+    if (ident, lang) not in _cache:
+        _cache[(ident, lang)] = build(ident, lang)
+    return _cache[(ident, lang)]
+
+
+def _png(path: Path) -> tuple[int, int, np.ndarray]:
+    """Width, height and grey levels (0-255) of a PNG."""
+    from matplotlib.image import imread
+
+    pixels = imread(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return pixels.shape[1], pixels.shape[0], pixels[:, :, :3].mean(axis=2) * 255
+
+
+@pytest.mark.parametrize("ident", list(FIGURES))
+def test_every_figure_writes_html_png_and_svg(ident, tmp_path):
+    for suffix in (".html", ".png", ".svg"):
+        out = tmp_path / f"fig{suffix}"
+        result = CliRunner().invoke(app, ["figure", ident, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert out.stat().st_size > 5_000
+        assert not list(tmp_path.glob(".*partial*"))  # written through a temporary file, nothing left over
+    html = (tmp_path / "fig.html").read_text()
+    assert "Plotly.newPlot" in html
+    # self-contained: no script, stylesheet or image fetched from anywhere (plotly.js is inlined)
+    assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?(https?:)?//""", html)
+    svg = (tmp_path / "fig.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+
+
+@pytest.mark.parametrize("ident", ["5.1", "5.3", "5.7", "anim-5.1"])
+def test_a_png_is_the_figure_size_and_not_blank(ident, tmp_path):
+    out = tmp_path / "fig.png"
+    assert CliRunner().invoke(app, ["figure", ident, "--out", str(out)]).exit_code == 0
+    width, height, grey = _png(out)
+    layout = figure(ident)["layout"]
+    assert (width, height) == (layout["width"], layout["height"])
+    assert grey.std() > 10  # drawn: a blank or single-colour image has none
+    assert (grey < 128).mean() > 0.01  # ink, not only a light background
+
+
+def test_ring_figure_draws_every_send():
+    n = 4
+    # the figure draws every send of it: 2 (n - 1) bars per GPU, n chunk traces
+    fig = figure("5.3")
+    bars = [d for d in fig["data"] if d["type"] == "bar"]
+    assert len(bars) == n and sum(len(d["x"]) for d in bars) == 2 * (n - 1) * n
+    for i in range(n):
+        gpu = t("en", "fig.5.3.gpu", rank=i)
+        assert sum(d["y"].count(gpu) for d in bars) == 2 * (n - 1)
+    assert "1.5 × S" in fig["layout"]["title"]["text"]
+
+
+def test_roofline_balance_points_are_rate_over_bandwidth():
+    fig = figure("5.2")
+    plan = derive(sb.load("llama3-405b"))
+    marks = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    expected = [float(balance(plan.flops_rate, bw)) for bw in (plan.hbm_Bps, plan.nvlink_Bps, plan.nic_Bps)]
+    assert [m["x0"] for m in marks] == pytest.approx(expected)
+    chapter = float(balance(400e12, 50e9))
+    assert chapter == pytest.approx(8000)  # the chapter's 400 TFLOP/s on 50 GB/s
+    roofs = fig["data"][:3]
+    for roof, bw in zip(roofs, (plan.hbm_Bps, plan.nvlink_Bps, plan.nic_Bps)):
+        x, y = np.array(roof["x"]), np.array(roof["y"])
+        assert np.allclose(y, np.minimum(plan.flops_rate, x * bw))
+    points = [d for d in fig["data"] if d.get("mode") == "markers+text"]
+    assert len(points) == 2  # pure DP and the default TP8 x PP16
+
+
+def test_eight_nics_burst_at_line_rate_and_idle_between():
+    fig = figure("5.8")
+    sc = sb.load("hpn-gpt3-175b")
+    assert len(fig["data"]) == sc.cluster.nics_per_node == 8
+    line = sc.cluster.nic_Bps * BITS_PER_BYTE
+    first = np.array(fig["data"][0]["y"])
+    for trace in fig["data"]:
+        y = np.array(trace["y"])
+        assert set(np.round(y / line, 9).tolist()) == {0.0, 1.0}  # line rate or nothing
+        assert np.array_equal(y, first)  # in lockstep
+    assert (first == 0).sum() >= 2  # idle between the two bursts
+
+
+def test_context_parallelism_takes_its_gpus_from_data_parallelism():
+    fig = figure("5.9")
+    degrees = [d for d in fig["data"] if d.get("orientation") == "h"]
+    gpus = sb.load("llama3-405b").cluster.gpus
+    for case in range(2):
+        product = np.prod([d["customdata"][case] for d in degrees])
+        assert product == gpus == 16384
+    cp = next(d for d in degrees if d["name"] == "CP")
+    dp = next(d for d in degrees if d["name"] == "DP")
+    assert cp["customdata"] == [1, 16] and dp["customdata"] == [128, 8]
+    exchange = [d for d in fig["data"] if d.get("xaxis") == "x2"][0]
+    assert all(v > 0 for v in exchange["y"])
+
+
+def test_skew_heat_map_starts_at_zero_and_marks_the_hot_pairs():
+    fig = figure("5.7")
+    heat, hot, strip = fig["data"]
+    z = np.array(heat["z"])
+    assert heat["zmin"] == 0 and z.shape == (32, 32)
+    off = ~np.eye(32, dtype=bool)
+    median = np.median(z[off])
+    marked = set(zip(hot["y"], hot["x"]))
+    assert marked and marked == {(i, j) for i, j in zip(*np.nonzero((z > 12 * median) & off))}
+    assert max(strip["y"]) / min(strip["y"]) > 10  # one pair moves by an order of magnitude between calls
+    boundaries = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    assert len(boundaries) == 2 * 3  # 4 servers of 8: 3 boundaries each way
+
+
+def test_one_step_labels_every_exchange():
+    fig = figure("5.1")
+    names = {d["name"] for d in fig["data"]}
+    for key in ("tp", "pp", "reduce", "gather", "fwd", "bwd"):
+        assert t("en", f"fig.5.1.kind.{key}") in names
+    tp = next(d for d in fig["data"] if d["name"] == t("en", "fig.5.1.kind.tp"))
+    fwd = next(d for d in fig["data"] if d["name"] == t("en", "fig.5.1.kind.fwd"))
+    # an all-reduce in the middle of each shown layer's forward, and one at its end
+    first_layer = min(fwd["base"])
+    halves = sorted(b for b in fwd["base"] if b < first_layer + 1e-9 + 2 * max(fwd["x"]))[:2]
+    assert any(halves[0] < b < halves[1] for b in tp["base"])
+    assert "⋯" in fig["layout"]["annotations"][0]["text"]  # the middle of the step elided
+
+
+def test_strong_scaling_title_names_scenario_and_rate_and_ticks_read_below_a_second():
+    fig = figure("5.4")
+    title = fig["layout"]["title"]["text"]
+    assert "llama3-405b" in title and "kernel rate" in title and "strong" in title
+    assert fig["data"][0]["x"] == [8192, 16384, 32768, 65536, 131072]
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    assert any(tick.endswith(" ms") for tick in ticks)
+
+
+def test_measured_points_have_one_legend_entry_per_system():
+    fig = figure("5.5")
+    shown = [d["name"] for d in fig["data"] if d.get("showlegend", True)]
+    systems = [s for s in shown if s not in (t("en", "fig.5.5.measured_key"), t("en", "fig.5.5.predicted_key"))]
+    assert sorted(systems) == ["Llama 3", "MegaScale", "Megatron-LM"]
+    lines = [d for d in fig["data"] if d["x"] != [None]]
+    assert len(lines) > len(systems)  # several series per system, grouped under its entry
+
+
+def test_fused_kernels_cite_table_5_and_the_model_stays_below_2x():
+    fig = figure("5.6")
+    table = next(d for d in fig["data"] if d["name"] == t("en", "fig.5.6.table5"))
+    assert table["y"] == [1.00, 1.13, 1.22, 1.28]
+    serial, fused = fig["data"][0]["y"], fig["data"][1]["y"]
+    assert all(1 < s / f <= 2 for s, f in zip(serial, fused))  # overlap alone: at most the sum over the max
+    assert "1.2–4.7×" in fig["layout"]["annotations"][0]["text"]
+
+
+def test_animation_5_1_plays_both_rates_and_half_rate_misses_more():
+    fig = figure("anim-5.1")
+    meta = fig["layout"]["meta"]
+    assert meta["misses"]["full"] < meta["misses"]["half"] and meta["steps_s"]["full"] < meta["steps_s"]["half"]
+    groups = {f["group"] for f in fig["frames"]}
+    assert groups == {"full", "half"}
+    miss = next(i for i, d in enumerate(fig["data"]) if d["name"] == t("en", "fig.anim-5.1.miss"))
+    last = {g: [f for f in fig["frames"] if f["group"] == g][-1] for g in groups}
+    assert len(last["half"]["data"][miss]["x"]) == meta["misses"]["half"] > len(last["full"]["data"][miss]["x"])
+    labels = [b["label"] for b in fig["layout"]["updatemenus"][0]["buttons"]]
+    assert t("en", "fig.anim-5.1.play_half") in labels
+
+
+def test_animation_5_2_zooms_out_to_the_whole_counter_window():
+    fig = build("anim-5.2", "en", None, (), window_s=20.0)
+    ranges = [f["layout"]["xaxis"]["range"][1] for f in fig["frames"]]
+    assert ranges == sorted(ranges) and ranges[-1] == pytest.approx(20.0)
+    step = float(sb.estimate(derive(sb.load("llama3-405b"))).step_s)
+    assert ranges[0] == pytest.approx(2 * step)
+    counter = fig["data"][1]
+    nic = np.array(fig["data"][0]["y"])
+    assert 0 < counter["y"][0] < nic.max()  # the flat average is far below the bursts
+
+
+@pytest.mark.parametrize("ident", list(FIGURES))
+def test_traditional_chinese_changes_the_title_and_axes(ident):
+    en, zh = figure(ident), figure(ident, "zh-Hant")
+    assert en["layout"]["title"]["text"] != zh["layout"]["title"]["text"]
+    assert re.search(r"[\u4e00-\u9fff]", zh["layout"]["title"]["text"])
+    axes = [k for k, v in en["layout"].items() if k.startswith(("xaxis", "yaxis")) and v.get("title")]
+    for key in axes:
+        assert en["layout"][key]["title"]["text"] != zh["layout"][key]["title"]["text"] or \
+            not re.search(r"[a-z]{4}", en["layout"][key]["title"]["text"])  # "GPUs", "MFU" read the same
+
+
+def test_figure_list_names_every_figure_once():
+    result = CliRunner().invoke(app, ["figure", "--list"])
+    assert result.exit_code == 0
+    lines = result.output.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(FIGURES)
+
+
+@pytest.mark.parametrize("args, names", [
+    (["5.10", "--out", "x.png"], "ID"),
+    (["5.3", "--out", "x.pdf"], "--out"),
+    (["5.3"], "--out"),
+    (["5.6", "llama3-405b", "--out", "x.png"], "model.moe"),
+    (["5.3", "--lang", "fr", "--out", "x.png"], "--lang"),
+    (["5.3", "--set", "cluster.nic_Bps=fast", "--out", "x.png"], "cluster.nic_Bps"),
+])
+def test_bad_figure_requests_are_one_line_and_exit_2(args, names, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["figure", *args])
+    assert result.exit_code == 2
+    err = result.stderr.strip()
+    assert len(err.splitlines()) == 1 and names in err and "Traceback" not in result.output
+    assert not list(tmp_path.iterdir())
