@@ -27,6 +27,11 @@ def check_split(G: float, M: float, field: str = "M") -> None:
 
 def unmapped(lang: str, why: Unmapped) -> html.P:
     """Why the full model has no scenario for these inputs, in one line."""
+    return html.P(unmapped_text(lang, why), className="unmapped")
+
+
+def unmapped_text(lang: str, why: Unmapped) -> str:
+    """The same, as text (a figure's notice)."""
     v = why.values
     values = {"scenario": {"detail": why.detail},
               "model": {"N": fmt.count_words(lang, v.get("N", 0)), "llama": fmt.count_words(lang, v.get("llama", 0))},
@@ -34,7 +39,7 @@ def unmapped(lang: str, why: Unmapped) -> html.P:
                         "tp_max": fmt.number(v.get("tp_max", 0)), "slots": fmt.number(v.get("slots", 0))},
               "batch": {"B": fmt.number(v.get("B", 0)), "seq_len": fmt.number(v.get("seq_len", 0)),
                         "dp": fmt.number(v.get("dp", 0))}}[why.reason]
-    return html.P(t(lang, f"full.unmapped.{why.reason}", **values), className="unmapped")
+    return t(lang, f"full.unmapped.{why.reason}", **values)
 
 
 def _dp_how(lang: str, v: dict) -> str:

@@ -7,6 +7,7 @@ from dash import html
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import FullModel, full_model
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
 from stepbudget.views import fmt
 from stepbudget.web.fields import Field
 from stepbudget.views.i18n import t
@@ -21,7 +22,7 @@ CONTROLS = (
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, ("5.2",)))
 
 
 def compute(lang: str, v: dict) -> list:
@@ -62,3 +63,5 @@ def _full(lang: str, full) -> html.Div:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    job = lambda v: figs.of(full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"]))  # noqa: E731
+    figs.register(app, PID, CONTROLS, (("5.2", job),), common.unmapped_text)

@@ -7,6 +7,7 @@ from dash import html
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import FullModel, dp_differs, dp_totals, full_model
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field
 from stepbudget.views.i18n import t
@@ -28,7 +29,7 @@ CONTROLS = (
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, ("5.3",)))
 
 
 def compute(lang: str, v: dict) -> list:
@@ -47,9 +48,13 @@ def compute(lang: str, v: dict) -> list:
                 t(lang, "p52.n.intensity", balance=fmt.number(float(x.balance))),
                 flag="good" if float(x.intensity) >= float(x.balance) else "bad"),
     ]
-    G = v["M"] * v["D"]
-    full = full_model(v["N"], G, 2**24, v["M"], v["nic"], v["F"], v["kind"], wg, wp)
-    return [html.Div(tiles, className="tiles"), _full(lang, full, float(x.bytes_per_gpu))]
+    return [html.Div(tiles, className="tiles"), _full(lang, _full_model(v), float(x.bytes_per_gpu))]
+
+
+def _full_model(v: dict):
+    """The Llama 3 405B job of the panel's group and replicas, with its DP and precisions (2^24 tokens a step)."""
+    return full_model(v["N"], v["M"] * v["D"], 2**24, v["M"], v["nic"], v["F"], v["kind"], PRECISIONS[v["grads"]],
+                      PRECISIONS[v["params"]])
 
 
 def _full(lang: str, full, first_bytes: float) -> html.Div:
@@ -65,3 +70,4 @@ def _full(lang: str, full, first_bytes: float) -> html.Div:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    figs.register(app, PID, CONTROLS, (("5.3", lambda v: figs.of(_full_model(v))),), common.unmapped_text)

@@ -7,6 +7,7 @@ from dash import html
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import FullModel, compare, full_model
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
 from stepbudget.views import fmt
 from stepbudget.web.fields import Field
 from stepbudget.views.i18n import t
@@ -23,7 +24,7 @@ CONTROLS = (
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, FIGURES))
 
 
 def compute(lang: str, v: dict) -> list:
@@ -59,5 +60,15 @@ def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
     return ui.full_box(lang, PID, lines, full.command)
 
 
+FIGURES = ("5.1", "5.4", "anim-5.1", "5.5")
+
+
+def _job(v: dict):
+    return figs.of(full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"]))
+
+
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    nic = lambda v: figs.Job(sets=(f"cluster.nic_Bps={v['nic']:.6g}",))  # noqa: E731  # the animation's own job
+    figs.register(app, PID, CONTROLS, (("5.1", _job), ("5.4", _job), ("anim-5.1", nic), ("5.5", lambda v: figs.Job())),
+                  common.unmapped_text)

@@ -8,6 +8,8 @@ from stepbudget import firstorder as fo
 from stepbudget.a2a.report import layer_inputs
 from stepbudget.inputs.scenario import load
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
+from stepbudget.web.panels import common
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field
 from stepbudget.views.i18n import t
@@ -42,7 +44,16 @@ PRESET_FIELDS = ("expert_ffn", "hidden", "tokens", "top_k", "ep", "peak", "nvlin
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=[dcc.Graph(id=AXIS, config=_GRAPH)])
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state),
+                      figure=[dcc.Graph(id=AXIS, config=_GRAPH), *figs.graphs(lang, ("5.6", "5.7"))])
+
+
+def _moe_job(v: dict) -> figs.Job:
+    """Figures 5.6 and 5.7 draw a whole MoE job: the preset chosen (MegaScale-MoE's for the worked example) with
+    the panel's expert width, top-k and link rates; its tokens, hidden size, EP and peak stay the preset's."""
+    ref = v["preset"] if v["preset"] != "chapter" else "megascale-moe-352b"
+    return figs.Job(ref, (f"model.moe.expert_ffn_size={v['expert_ffn']}", f"model.moe.top_k={v['top_k']}",
+                          f"cluster.nvlink_Bps={v['nvlink']:.6g}", f"cluster.nic_Bps={v['nic']:.6g}"))
 
 
 def preset_values(name: str) -> dict[str, str]:
@@ -103,6 +114,7 @@ def _axis(lang: str, m: fo.MoELayer) -> dict:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute, figure=AXIS)
+    figs.register(app, PID, CONTROLS, (("5.6", _moe_job), ("5.7", _moe_job)), common.unmapped_text)
 
     @app.callback([Output(ui.cid(PID, name), "value") for name in PRESET_FIELDS], Input(ui.cid(PID, "preset"), "value"),
                   prevent_initial_call=True)

@@ -7,6 +7,7 @@ from dash import Input, Output, callback_context, dcc, html
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import JobWire, job_wire
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field
 from stepbudget.views.i18n import t
@@ -31,7 +32,7 @@ TILES = ("average", "peak", "burst", "duty", "bytes", "excess", "absorbed", "dra
 def layout(lang: str, state: dict) -> html.Section:
     pin = html.Button(t(lang, "p56.pin"), id=ui.cid(PID, "pin"), className="pin")
     return ui.section(lang, PID, [*ui.controls(lang, PID, CONTROLS, state), pin],
-                      extra=[dcc.Store(id=ui.cid(PID, "memory"))])
+                      extra=[dcc.Store(id=ui.cid(PID, "memory"))], figure=figs.graphs(lang, ("5.8", "anim-5.2")))
 
 
 def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui.Out:
@@ -102,6 +103,10 @@ def _setting(lang: str, v: dict) -> str:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute, remember=True, buttons=("pin",))
+    rate = lambda v: (f"cluster.nic_Bps={v['rate']:.6g}",)  # noqa: E731  # the figures' jobs at the panel's line rate
+    figs.register(app, PID, CONTROLS, (("5.8", lambda v: figs.Job(sets=rate(v))),
+                                       ("anim-5.2", lambda v: figs.Job(sets=rate(v), options={"window_s": v["window"]}))),
+                  common.unmapped_text)
 
     @app.callback(Output(ui.cid(PID, "by"), "value"), Input(ui.cid(PID, "duty"), "value"),
                   Input(ui.cid(PID, "burst"), "value"), prevent_initial_call=True)

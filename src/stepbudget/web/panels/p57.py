@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dash import html
 
-from stepbudget.sweep.whatif import HBM_CHOICES, panel_whatif, whatif_command
+from stepbudget.sweep.whatif import HBM_CHOICES, PANEL_CHANGES, panel_whatif, whatif_command
 from stepbudget.views.tables import degrees_label
 from stepbudget.web import components as ui
+from stepbudget.web import figures as figs
+from stepbudget.web.panels import common
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice
 from stepbudget.views.i18n import t
@@ -21,7 +23,7 @@ DIMS = ("tp", "cp", "pp", "dp", "ep")
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, ("5.9",)))
 
 
 def compute(lang: str, v: dict) -> list:
@@ -62,5 +64,14 @@ def _memory(lang: str, x) -> html.Span:
                      className="fits" if fits else "no-fit")
 
 
+def _long_job(v: dict) -> figs.Job:
+    """Figure 5.9 is the 128K column: the other changes ticked, and the HBM chosen, come with it."""
+    sets = [s for name in v["changes"] if name != "long" for s in PANEL_CHANGES[name]]
+    if v["hbm"] != "80":
+        sets.append(f"cluster.gpu.hbm_bytes={v['hbm']}GB")
+    return figs.Job("llama3-405b", tuple(sets))
+
+
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    figs.register(app, PID, CONTROLS, (("5.9", _long_job),), common.unmapped_text)

@@ -1,0 +1,89 @@
+"""The chapter's figures in the panels: each panel names its figures and how its controls choose their job.
+
+A panel lists ``(figure ID, job)`` pairs, where ``job(values)`` turns the panel's read controls into what
+``views.chapter.build`` takes: a scenario (None for the figure's own), overrides and options, or an
+``Unmapped`` (sweep/chapter.py) when the controls name no job. Each figure has its own callback, so that the
+panel's numbers do not wait for a simulated step; a field that does not read leaves the figure as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dash import Input, Output, State, dcc, html, no_update
+
+from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.sweep.chapter import FullModel, Unmapped
+from stepbudget.units import UnitError
+from stepbudget.views.chapter import FIGURES, build
+from stepbudget.views.i18n import t
+from stepbudget.web.fields import FieldError
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a figure is drawn for: ``build(ident, lang, ref, sets, **options)``."""
+
+    ref: str | None = None
+    sets: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict)
+
+
+def of(full: FullModel | Unmapped) -> Job | Unmapped:
+    """The job of a panel's full model (the scenario its 'full model says' box budgets)."""
+    return Job(full.ref, full.sets) if isinstance(full, FullModel) else full
+
+
+CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["toImage"]}
+
+
+def graph_id(ident: str) -> str:
+    return "fig-" + ident.replace(".", "-")
+
+
+def graphs(lang: str, idents: tuple[str, ...]) -> list:
+    """The figure area's children: each figure under its heading (what it shows, from the catalog)."""
+    return [html.Figure([dcc.Loading(dcc.Graph(id=graph_id(i), config=CONFIG), type="dot"),
+                         html.Figcaption(t(lang, f"fig.list.{i}"))], className="chapter-figure", id=f"{graph_id(i)}-box")
+            for i in idents]
+
+
+def notice(lang: str, text: str) -> dict:
+    """A figure that says why it cannot be drawn for these controls."""
+    return {"data": [], "layout": {"height": 120, "xaxis": {"visible": False}, "yaxis": {"visible": False},
+                                   "annotations": [{"text": text, "showarrow": False, "xref": "paper", "yref": "paper",
+                                                    "x": 0.5, "y": 0.5}]}}
+
+
+@functools.lru_cache(maxsize=128)
+def drawn(ident: str, lang: str, ref: str | None, sets: tuple[str, ...], options: tuple) -> dict:
+    """A figure as the page shows it, at the page's width; kept, since every reader opens the same defaults
+    (Dash only reads the dict it is given)."""
+    figure = build(ident, lang, ref, sets, **dict(options))
+    figure["layout"].pop("width", None)  # plotly sizes it to its box
+    return figure
+
+
+def register(app, pid: str, specs: tuple, figures: tuple[tuple[str, Callable[[dict], Job | Unmapped]], ...],
+             unmapped: Callable[[str, Unmapped], str]) -> None:
+    """One callback per figure: the panel's controls -> its job -> the figure, in the page's language."""
+    inputs = [Input(f"{pid}-{s.name}", "value") for s in specs]
+    for ident, job_of in figures:
+        def _draw(*raw, _job_of=job_of, _ident=ident):
+            lang = raw[-1]
+            try:
+                values = {s.name: s.read(v) for s, v in zip(specs, raw[:-1])}
+            except FieldError:
+                return no_update  # the panel says which field; the figure keeps what it showed
+            job = _job_of(values)
+            if isinstance(job, Unmapped):
+                return notice(lang, unmapped(lang, job))
+            try:
+                return drawn(_ident, lang, job.ref, job.sets, tuple(sorted(job.options.items())))
+            except (ScenarioError, UnitError) as e:
+                return notice(lang, t(lang, "app.refused", why=str(e)))
+
+        app.callback(Output(graph_id(ident), "figure"), *inputs, State("lang", "data"))(_draw)
+    assert all(ident in FIGURES for ident, _ in figures)
