@@ -50,4 +50,17 @@ def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] 
     applied, in ``lang``; ``options`` go to the builder (Animation 5.2's ``window_s``)."""
     figure = FIGURES[ident]
     chosen = list(sets) if ref else [*figure.sets, *sets]
-    return figure.build(lang, ref or figure.default, chosen, **options)
+    drawn = figure.build(lang, ref or figure.default, chosen, **options)
+    _wrap_titles(drawn)
+    return drawn
+
+
+def _wrap_titles(figure: dict) -> None:
+    """Break long titles into lines (plotly does not): about 9 px a Latin letter of its 17 px title font."""
+    from stepbudget.views.chapter.render import wrap
+
+    columns = int(figure["layout"].get("width", 1000) / 9)
+    for holder in [figure["layout"], *(f.get("layout", {}) for f in figure.get("frames", []))]:
+        title = holder.get("title")
+        if isinstance(title, dict) and "text" in title:
+            title["text"] = wrap(title["text"], columns).replace("\n", "<br>")

@@ -12,6 +12,7 @@ from stepbudget.sim.collectives import ring_schedule
 from stepbudget.sweep.calibrate import carried
 from stepbudget.sweep.dimensions import rows_of
 from stepbudget.sweep.whatif import whatif
+from stepbudget.units import BITS_PER_BYTE, fmt_bits_rate
 from stepbudget.views import fmt
 from stepbudget.views.i18n import t
 from stepbudget.wire import host_nics as nic_rates
@@ -30,6 +31,10 @@ def _layout(lang: str, ident: str, **values) -> dict:
             "width": 1000, "height": 520, "font": {"size": 12}, "legend": {"orientation": "h", "y": -0.18}}
 
 
+CHAPTER_POINTS = {"llama3-405b-puredp": "fig.5.2.pure_dp", "llama3-405b": "fig.5.2.tp_pp"}
+"""Figure 5.2's points: Llama 3 405B as pure data parallelism, and as it ran, TP 8 x PP 16 (chapter 5.2)."""
+
+
 def roofline(lang: str, ref: str, sets: list[str]) -> dict:
     """Figure 5.2: attainable FLOP/s against FLOP per byte, the HBM, NVLink and NIC roofs, the step's points."""
     b = _budget(ref, sets)
@@ -41,8 +46,9 @@ def roofline(lang: str, ref: str, sets: list[str]) -> dict:
              "name": t(lang, f"fig.5.2.roof.{name}", rate=fmt.rate(bw)), "line": {"color": COLORS[i]}}
             for i, (name, bw) in enumerate(links.items())]
     points = [(t(lang, "fig.5.2.point", scenario=b.plan.scenario.name), b)]
-    if ref == "llama3-405b" and not sets:  # the chapter's second point: the same job with pure data parallelism
-        points.insert(0, (t(lang, "fig.5.2.pure_dp"), _budget("llama3-405b-puredp", [])))
+    if ref in CHAPTER_POINTS:  # the chapter's two points of Llama 3 405B, beside a job of the same model
+        points = [(t(lang, key), _budget(name, [])) for name, key in CHAPTER_POINTS.items()
+                  if name != ref or sets] + points
     for i, (name, budget) in enumerate(points):
         x = float(budget.intensity["nic"])
         data.append({"type": "scatter", "mode": "markers+text", "x": [x], "y": [float(fo.attainable(x, F, links["nic"]))],
@@ -53,10 +59,12 @@ def roofline(lang: str, ref: str, sets: list[str]) -> dict:
         x = float(fo.balance(F, bw))
         shapes.append({"type": "line", "x0": x, "x1": x, "y0": F / 1e3, "y1": F, "xref": "x", "yref": "y",
                        "line": {"dash": "dot", "color": COLORS[i], "width": 1}})
-        notes.append({"x": x, "y": F * 1.25, "xref": "x", "yref": "y", "showarrow": False, "text": fmt.number(x)})
+        # on log axes plotly places notes by the logarithm (shapes by the value)
+        notes.append({"x": float(np.log10(x)), "y": float(np.log10(F * 1.25)), "xref": "x", "yref": "y",
+                      "showarrow": False, "text": fmt.number(x)})
     layout = _layout(lang, "5.2", rate=fmt.flops(F))
     layout |= {"shapes": shapes, "annotations": notes,
-               "xaxis": {"type": "log", "title": {"text": t(lang, "fig.5.2.x")}, "range": [0, 7]},
+               "xaxis": {"type": "log", "title": {"text": t(lang, "fig.5.2.x")}, "range": [0, 7], "tickformat": "~s"},
                "yaxis": {"type": "log", "title": {"text": t(lang, "fig.5.2.y")}, "tickformat": "~s",
                          "range": [float(np.log10(F / 1e3)), float(np.log10(F * 2))]}}
     return {"data": data, "layout": layout}
@@ -104,8 +112,10 @@ def host_nics(lang: str, ref: str, sets: list[str]) -> dict:
         data.append({"type": "scatter", "mode": "lines", "x": times.tolist(), "y": rate.tolist(),
                      "name": t(lang, "fig.5.8.nic", nic=i), "line": {"shape": "hv", "color": COLORS[i % len(COLORS)]},
                      "xaxis": f"x{axis}", "yaxis": f"y{axis}", "showlegend": False})
-        layout[f"yaxis{axis}"] = {"domain": [1 - (i + 1) * height + 0.01, 1 - i * height - 0.01], "tickformat": "~s",
-                                  "ticksuffix": "b/s", "range": [0, float(rate.max()) * 1.15 or 1],
+        peak = float(rate.max())
+        layout[f"yaxis{axis}"] = {"domain": [1 - (i + 1) * height + 0.01, 1 - i * height - 0.01],
+                                  "tickvals": [0, peak], "ticktext": ["0", fmt_bits_rate(peak / BITS_PER_BYTE)],
+                                  "range": [0, peak * 1.15 or 1],
                                   "title": {"text": t(lang, "fig.5.8.nic", nic=i)}}
         layout[f"xaxis{axis}"] = {"anchor": f"y{axis}", "matches": "x", "showticklabels": i == n - 1,
                                   **({"title": {"text": t(lang, "fig.x_time")}, "ticksuffix": "s"} if i == n - 1 else {})}

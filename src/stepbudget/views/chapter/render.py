@@ -69,11 +69,16 @@ def draw(figure: dict, path: Path) -> None:
     for shape in layout.get("shapes", []):
         _shape(_where(fig, axes, area, shape.get("xref", "x"), shape.get("yref", "y")), shape)
     for note in layout.get("annotations", []):
-        _annotate(_where(fig, axes, area, note.get("xref", "x"), note.get("yref", "y")), note)
+        at = dict(note)
+        for dim in ("x", "y"):  # plotly places a note on a log axis by the logarithm of its value
+            ref = note.get(f"{dim}ref", dim)
+            if not ref.endswith(("paper", "domain")) and layout.get(_axis_name(ref, dim), {}).get("type") == "log":
+                at[dim] = 10 ** note[dim]
+        _annotate(_where(fig, axes, area, note.get("xref", "x"), note.get("yref", "y")), at)
     title = layout.get("title", {})
     if title:
         text = title.get("text", "") if isinstance(title, dict) else str(title)
-        fig.suptitle(_wrap(text, int(width * 11.5)), fontsize=11)
+        fig.suptitle(wrap(text.replace("<br>", " "), int(width * 11.5)), fontsize=11)
     handles, labels = [], []
     for ax in axes.values():
         for h, label in zip(*ax.get_legend_handles_labels()):  # type: ignore[attr-defined]
@@ -107,7 +112,7 @@ def _still(figure: dict) -> dict:
     return {"data": data, "layout": layout}
 
 
-def _wrap(text: str, columns: int) -> str:
+def wrap(text: str, columns: int) -> str:
     """Break a title into lines of at most ``columns`` Latin letters' width, a CJK character counting two,
     at a space where there is one."""
     import unicodedata
@@ -231,7 +236,7 @@ def _trace(ax, t: dict, layout: dict, slot: tuple[int, int] = (0, 1)) -> None:
         categories = ax.__dict__.get("_sb_categories")
         if categories:
             (ax.set_yticks if horizontal else ax.set_xticks)(range(len(categories)),
-                                                             [_wrap(c, 18) for c in categories])
+                                                             [wrap(c, 18) for c in categories])
     elif kind == "heatmap":
         import numpy as np
 
@@ -270,7 +275,7 @@ def _style(ax, xaxis: dict, yaxis: dict) -> None:
         if spec.get("type") == "log":
             getattr(ax, f"set_{setter}scale")("log")
             if spec.get("tickformat") is None and spec.get("tickvals") is None:
-                axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
                 axis.set_minor_formatter(ticker.NullFormatter())
             lo, hi = spec.get("range", (None, None))
             if lo is not None:

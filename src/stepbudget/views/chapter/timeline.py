@@ -233,13 +233,13 @@ def bucket_deadlines(lang: str, ref: str, sets: list[str]) -> dict:
     first = frames[0]
     for trace, values in zip(data, first["data"]):
         trace.update(values)
-    layout = {"title": first["layout"]["title"], "template": "plotly_white", "width": 1000, "height": 460,
-              "barmode": "overlay", "legend": {"orientation": "h", "y": -0.45},
+    layout = {"title": first["layout"]["title"], "template": "plotly_white", "width": 1000, "height": 520,
+              "barmode": "overlay", "legend": {"orientation": "h", "y": -0.42},
               "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": [0, span], "ticksuffix": "s"},
               "yaxis": {"autorange": "reversed", "categoryorder": "array", "categoryarray": list(rows.values())},
               "updatemenus": [{"type": "buttons", "direction": "right", "showactive": True, "x": 0, "y": 1.22,
                                "xanchor": "left", "buttons": buttons}],
-              "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.12,
+              "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.18,
                            "currentvalue": {"visible": False}}],
               "meta": {"still": frames[-1]["name"], "steps_s": {"full": full.step_s, "half": half.step_s},
                        "misses": {"full": sum(m["stage"] == 0 for m in full.deadline_misses),

@@ -106,8 +106,8 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
         steps.append({"method": "animate", "label": "", "name": name,
                       "args": [[name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]})
     play = {"frame": {"duration": 80, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": False}
-    layout = {"title": frames[0]["layout"]["title"], "template": "plotly_white", "width": 1000, "height": 460,
-              "legend": {"orientation": "h", "y": -0.3},
+    layout = {"title": frames[0]["layout"]["title"], "template": "plotly_white", "width": 1000, "height": 480,
+              "legend": {"orientation": "h", "y": -0.4},
               "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": [0, near], "ticksuffix": "s"},
               "yaxis": {"title": {"text": t(lang, "fig.anim-5.2.y")}, "range": [0, line * 1.15], "tickformat": "~s",
                         "ticksuffix": "b/s"},
@@ -117,7 +117,7 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
                                            {"label": t(lang, "fig.anim-5.1.pause"), "method": "animate",
                                             "args": [[None], {"mode": "immediate",
                                                               "frame": {"duration": 0, "redraw": False}}]}]}],
-              "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.12,
+              "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.2,
                            "currentvalue": {"visible": False}}],
               "meta": {"still": frames[-1]["name"]}}
     return {"data": data, "layout": layout, "frames": frames}
