@@ -42,7 +42,8 @@ def scaling_figure(curve: ScaleCurve, lang: str = "en") -> dict:
     data = [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
              "y": [getattr(p, key) for p in curve.points], "line": {"color": COLORS[i]},
              "customdata": [fmt.time(lang, getattr(p, key)) for p in curve.points],
-             "hovertemplate": "%{x:,} GPUs: %{customdata}<extra>%{fullData.name}</extra>"}
+             "hovertemplate": t(lang, "fig.5.4.hover", gpus="%{x:,}", value="%{customdata}")
+             + "<extra>%{fullData.name}</extra>"}
             for i, key in enumerate(_TIMES)]
     data += [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
               "y": [getattr(p, key) for p in curve.points], "xaxis": "x2", "yaxis": "y2",
@@ -101,7 +102,8 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
                          "line": {"color": COLORS[i % len(COLORS)], "dash": dash},
                          "marker": {"symbol": symbol, "size": 8},
                          "customdata": [[t(lang, f"fig.5.5.{kind}"), name] for _ in members],
-                         "hovertemplate": "%{customdata[1]}<br>%{x:,} GPUs · %{customdata[0]} %{y:.1%}<extra></extra>"})
+                         "hovertemplate": t(lang, "fig.5.5.hover", series="%{customdata[1]}", gpus="%{x:,}",
+                                            kind="%{customdata[0]}", mfu="%{y:.1%}") + "<extra></extra>"})
     for kind, dash, symbol in (("measured", "solid", "circle"), ("predicted", "dot", "circle-open")):
         data.append({"type": "scatter", "mode": "lines+markers", "x": [None], "y": [None],
                      "name": t(lang, f"fig.5.5.{kind}_key"), "line": {"color": "#555555", "dash": dash},
