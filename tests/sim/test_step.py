@@ -206,3 +206,11 @@ def test_half_rate_misses_more_deadlines(preset):
     assert len(half.deadline_misses) > len(full.deadline_misses)
     gathers = [m for m in half.deadline_misses if "all-gather" in m["task"]]
     assert all(m["late_s"] > 0 for m in gathers)
+
+
+@pytest.mark.parametrize("name", sb.preset_names())
+def test_program_size_says_about_how_many_tasks_a_step_is(name, budgets):
+    from stepbudget.sim.program import program_size
+
+    tasks = step_program(budgets[name]).graph.num_tasks
+    assert 0.9 * tasks <= program_size(budgets[name]) <= 1.1 * tasks

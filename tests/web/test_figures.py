@@ -40,3 +40,14 @@ def test_the_line_rate_of_panel_5_6_draws_the_nics_at_that_rate():
     fig = figs.drawn("anim-5.2", "en", None, sets, (("window_s", values["window"]),))
     assert "200 Gb/s" in fig["layout"]["title"]["text"] and fig["frames"][-1]["layout"]["xaxis"]["range"][1] == 30
     assert max(figs.drawn("5.8", "en", None, sets, ())["data"][0]["y"]) == 200e9
+
+
+def test_a_step_too_big_for_the_page_says_so_and_gives_the_command():
+    from stepbudget.sweep.chapter import full_model
+    from stepbudget.views.chapter.timeline import TooLarge
+    import pytest
+
+    job = figs.of(full_model(405e9, 1024, 2**24, 128, 50e9, 400e12), max_tasks=figs.PAGE_TASKS)
+    with pytest.raises(TooLarge) as e:
+        figs.drawn("5.1", "en", job.ref, job.sets, tuple(job.options.items()))
+    assert e.value.tasks > figs.PAGE_TASKS  # 256 micro-batches of 16 stages: about 130,000 tasks

@@ -105,6 +105,30 @@ def _order(schedule: int, p: int, s: int, m: int, v: int) -> list[tuple[str, int
     return out
 
 
+def program_size(budget: Budget) -> int:
+    """About how many tasks ``step_program`` builds for ``budget`` (what simulating it costs): per forward or
+    backward chunk pass of every stage and micro-batch, its layers, the exposed TP/CP/EP transfer after it,
+    each hidden one beside it and their join, and the PP send; DP buckets and the optimizer are few."""
+    plan = budget.plan
+    p, m = int(plan.pp), max(int(round(float(plan.microbatches))), 1)
+    schedule = int(plan.schedule)
+    closed_form = schedule not in (_GPIPE, _1F1B, _INTERLEAVED) or (schedule == _INTERLEAVED and m % p)
+    v_run = 1 if closed_form else int(plan.v)
+    layers_per_chunk = max(1, int(round(float(plan.layers_per_gpu) / v_run)))
+    passes = 2 * p * m * v_run
+    exposed, hidden, sends = 0.0, set(), False
+    for x, e in zip(budget.exchanges, budget.exposed_s):
+        if float(x.calls) <= 0:
+            continue
+        if x.dim in (Axis.TP, Axis.CP, Axis.EP):
+            exposed += float(e)
+            if float(x.time_s) > float(e):
+                hidden.add(x.dim)
+        sends |= x.dim == Axis.PP and not closed_form
+    layers = 1 if passes * (layers_per_chunk + 3) > MAX_TASKS else layers_per_chunk
+    return passes * (layers + (exposed > 0) + (len(hidden) + 1 if hidden else 0) + sends)
+
+
 def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     """The task graph of one step of ``budget``'s plan (a 0-d budget of a kernel-scope scenario)."""
     plan = budget.plan

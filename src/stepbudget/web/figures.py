@@ -17,7 +17,9 @@ from dash import Input, Output, State, dcc, html, no_update
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.chapter import FullModel, Unmapped
 from stepbudget.units import UnitError
+from stepbudget.views import fmt
 from stepbudget.views.chapter import FIGURES, build
+from stepbudget.views.chapter.timeline import TooLarge
 from stepbudget.views.i18n import t
 from stepbudget.web.fields import FieldError
 
@@ -31,9 +33,13 @@ class Job:
     options: dict = field(default_factory=dict)
 
 
-def of(full: FullModel | Unmapped) -> Job | Unmapped:
+def of(full: FullModel | Unmapped, **options) -> Job | Unmapped:
     """The job of a panel's full model (the scenario its 'full model says' box budgets)."""
-    return Job(full.ref, full.sets) if isinstance(full, FullModel) else full
+    return Job(full.ref, full.sets, options) if isinstance(full, FullModel) else full
+
+
+PAGE_TASKS = 20_000
+"""Most tasks a panel simulates for Figure 5.1 (about 2 s on one core; the chapter's job is 8,433)."""
 
 
 CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["toImage"]}
@@ -82,6 +88,11 @@ def register(app, pid: str, specs: tuple, figures: tuple[tuple[str, Callable[[di
                 return notice(lang, unmapped(lang, job))
             try:
                 return drawn(_ident, lang, job.ref, job.sets, tuple(sorted(job.options.items())))
+            except TooLarge as e:  # the page answers in about a second; the command line draws any step
+                command = " ".join(["stepbudget figure", _ident, *([job.ref] if job.ref else []),
+                                    *(f"--set {x}" for x in job.sets), "--out step.html"])
+                return notice(lang, t(lang, "fig.too_large", tasks=fmt.number(e.tasks), limit=fmt.number(e.limit),
+                                      command=command))
             except (ScenarioError, UnitError) as e:
                 return notice(lang, t(lang, "app.refused", why=str(e)))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from stepbudget.sweep.chapter import ANIMATION_SETS
 from stepbudget.views.chapter import figures, measured, timeline, traffic
 from stepbudget.views.i18n import t
 
@@ -38,7 +39,7 @@ FIGURES = {f.ident: f for f in (
     Figure("5.7", "megascale-moe-352b", traffic.skew_in_one_call),
     Figure("5.8", "hpn-gpt3-175b", figures.host_nics),
     Figure("5.9", "llama3-405b", figures.context),
-    Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines, timeline.ANIMATION_SETS),
+    Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines, ANIMATION_SETS),
     Figure("anim-5.2", "llama3-405b", traffic.counter_window),
 )}
 """The figures there are, by the chapter's number."""

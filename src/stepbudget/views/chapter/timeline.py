@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from stepbudget.enums import DataParallel
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
+from stepbudget.sim.program import program_size
 from stepbudget.sim.step import StepResult, sim_budget, simulate_step
 from stepbudget.sweep.calibrate import carried
-from stepbudget.sweep.chapter import ANIMATION_SETS
 from stepbudget.views import fmt
 from stepbudget.views.i18n import t
 
@@ -100,8 +101,22 @@ def _pieces(r: StepResult, tasks: list[int]) -> list[tuple[str, str, float, floa
     return out
 
 
-def one_step(lang: str, ref: str, sets: list[str]) -> dict:
-    """Figure 5.1: one GPU's step, its first passes and its last with the rest elided, every exchange labelled."""
+class TooLarge(ScenarioError):
+    """A step with more tasks than the caller would simulate for one figure (the web page's bound)."""
+
+    def __init__(self, tasks: int, limit: int):
+        super().__init__(f"figure 5.1: this step is about {tasks:,} tasks to simulate, more than {limit:,}")
+        self.tasks, self.limit = tasks, limit
+
+
+def one_step(lang: str, ref: str, sets: list[str], max_tasks: int | None = None) -> dict:
+    """Figure 5.1: one GPU's step, its first passes and its last with the rest elided, every exchange labelled.
+    ``max_tasks`` bounds the simulation (TooLarge past it): a page must answer in about a second."""
+    if max_tasks is not None:
+        sc, _ = carried(ref, sets)
+        tasks = program_size(sim_budget(sc))
+        if tasks > max_tasks:
+            raise TooLarge(tasks, max_tasks)
     r = _simulated(ref, sets, 1.0)
     tl, p = r.timeline, r.program
     tasks = _stage0(r)

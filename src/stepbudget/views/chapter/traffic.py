@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepbudget.a2a.report import Skew, dispatch_matrix, moe_report
+from stepbudget.a2a.report import Skew, dispatch_matrix
+from stepbudget.a2a.routing import skew_stats
 from stepbudget.budget.step import estimate
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import carried
@@ -28,10 +29,8 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
     routing model's pair skew reaches that from Zipf 1.0 (at 0.8, FAST's benchmark load, the largest pair is
     9.2x the median), so the figure draws 1.0."""
     sc, _ = carried(ref, sets)
-    first = moe_report(sc, Skew("pairs", skew), servers, gpus_per_server, seed=seed)
-    calls = [first.matrix, *(dispatch_matrix(sc, Skew("pairs", skew), servers, gpus_per_server, seed + call)
-                             for call in range(1, CALLS))]
-    D = first.matrix / 1e6
+    calls = [dispatch_matrix(sc, Skew("pairs", skew), servers, gpus_per_server, seed + call) for call in range(CALLS)]
+    D = calls[0] / 1e6
     n = D.shape[0]
     median = float(np.median(D[~np.eye(n, dtype=bool)]))
     hot_src, hot_dst = np.nonzero((D > HOT * median) & ~np.eye(n, dtype=bool))
@@ -55,7 +54,7 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
     spread = max(strip) / max(min(strip), 1e-12)
     layout = {"title": {"text": t(lang, "fig.5.7.title", scenario=sc.name, n=n, servers=servers, skew=skew,
                                   hot=len(hot_src), times=fmt.number(HOT),
-                                  ratio=fmt.number(first.stats.pair_max_over_median))},
+                                  ratio=fmt.number(skew_stats(calls[0]).pair_max_over_median))},
               "template": "plotly_white", "width": 1100, "height": 560, "shapes": shapes,
               "legend": {"orientation": "h", "y": -0.15},
               "xaxis": {"domain": [0, 0.55], "title": {"text": t(lang, "fig.5.7.dst")}, "constrain": "domain"},

@@ -70,5 +70,7 @@ def _job(v: dict):
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
     nic = lambda v: figs.Job(sets=(f"cluster.nic_Bps={v['nic']:.6g}",))  # noqa: E731  # the animation's own job
-    figs.register(app, PID, CONTROLS, (("5.1", _job), ("5.4", _job), ("anim-5.1", nic), ("5.5", lambda v: figs.Job())),
+    step = lambda v: figs.of(full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"]),  # noqa: E731
+                             max_tasks=figs.PAGE_TASKS)
+    figs.register(app, PID, CONTROLS, (("5.1", step), ("5.4", _job), ("anim-5.1", nic), ("5.5", lambda v: figs.Job())),
                   common.unmapped_text)
