@@ -108,9 +108,14 @@ def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
                 else "Megatron-LM" if "megatron" in fw else r.case.source)
         sc = r.case.scenario
         tokens = sc.global_batch_seqs * sc.model.seq_len
-        groups.setdefault((name, sc.model.name), {}).setdefault(tokens, []).append(r)
+        # a run at another sequence length is another series (Llama 3's 131,072-token run beside its 8,192)
+        groups.setdefault((name, sc.model.name, sc.model.seq_len), {}).setdefault(tokens, []).append(r)
+    seqs: dict[tuple[str, str], int] = {}
+    for name, model, seq in groups:
+        seqs[(name, model)] = seqs.get((name, model), 0) + 1
     out: dict[str, list[Row]] = {}
-    for (name, model), by_batch in groups.items():
+    for (name, model_name, seq), by_batch in groups.items():
+        model = model_name if seqs[(name, model_name)] == 1 else f"{model_name}, {seq:,}-token sequences"
         if len(by_batch) > 1 and all(len(members) > 1 for members in by_batch.values()):
             for tokens, members in sorted(by_batch.items()):
                 out[f"{name} ({model}, batch {tokens / 1e6:.3g}M tokens)"] = members

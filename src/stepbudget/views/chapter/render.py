@@ -51,7 +51,7 @@ def draw(figure: dict, path: Path) -> None:
     shown = layout.get("showlegend", True) and any(tr.get("name") and tr.get("showlegend", True)
                                                    for tr in figure.get("data", []))
     below = shown and layout.get("legend", {}).get("orientation") == "h"
-    area = _Area(0.09, 0.25 if below else 0.1, 0.88, 0.63 if below else 0.76)
+    area = _Area(0.12, 0.25 if below else 0.1, 0.85, 0.63 if below else 0.76)
     axes: dict[tuple[str, str], object] = {}
     traces = figure.get("data", [])
     pairs = [(trace.get("xaxis", "x"), trace.get("yaxis", "y")) for trace in traces]
@@ -236,7 +236,7 @@ def _trace(ax, t: dict, layout: dict, slot: tuple[int, int] = (0, 1)) -> None:
         categories = ax.__dict__.get("_sb_categories")
         if categories:
             (ax.set_yticks if horizontal else ax.set_xticks)(range(len(categories)),
-                                                             [wrap(c, 18) for c in categories])
+                                                             [wrap(c, 14) for c in categories])
     elif kind == "heatmap":
         import numpy as np
 
