@@ -389,6 +389,8 @@ def figure(
     sets: Sets = None,
     out: Annotated[Optional[str], typer.Option("--out", help="Write FILE.html (interactive), FILE.png or FILE.svg.")] = None,
     lang: Annotated[str, typer.Option("--lang", help="Language of the figure's text: en or zh-Hant.")] = "en",
+    window: Annotated[Optional[str], typer.Option(
+        "--window", help="anim-5.2: the counter's window, e.g. 15s (default 15 s).")] = None,
     listing: Annotated[bool, typer.Option("--list", help="List the figures, one line each.")] = False,
 ) -> None:
     """One of the chapter's figures or animations, from the library's numbers, as a file."""
@@ -409,8 +411,20 @@ def figure(
     if out is None:
         fail("--out: give the file to write, e.g. --out fig.html (interactive), fig.png or fig.svg")
     _check_out(out, FORMATS, "--out")
+    options = {}
+    if window is not None:
+        if ident != "anim-5.2":
+            fail(f"--window: only anim-5.2 has a counter window; leave it off for {ident}")
+        from stepbudget.units import parse
+
+        try:
+            options["window_s"] = parse(window, "time")
+        except UnitError as e:
+            fail(f"--window: {e}")
+        if not 0 < options["window_s"] <= 86_400:
+            fail(f"--window: {window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
     try:
-        drawn = build(ident, lang, scenario, sets or [])
+        drawn = build(ident, lang, scenario, sets or [], **options)
     except (ScenarioError, UnitError) as e:
         fail(str(e))
     _save(write, drawn, out)

@@ -51,7 +51,7 @@ def test_every_figure_writes_html_png_and_svg(ident, tmp_path):
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
 
 
-@pytest.mark.parametrize("ident", ["5.1", "5.3", "5.7", "anim-5.1"])
+@pytest.mark.parametrize("ident", list(FIGURES))
 def test_a_png_is_the_figure_size_and_not_blank(ident, tmp_path):
     out = tmp_path / "fig.png"
     assert CliRunner().invoke(app, ["figure", ident, "--out", str(out)]).exit_code == 0
@@ -185,6 +185,13 @@ def test_animation_5_1_plays_both_rates_and_half_rate_misses_more():
     assert t("en", "fig.anim-5.1.play_half") in labels
 
 
+def test_the_counter_window_of_animation_5_2_is_an_option(tmp_path):
+    out = tmp_path / "zoom.html"
+    result = CliRunner().invoke(app, ["figure", "anim-5.2", "--window", "40s", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert '"range":[0,40.0]' in out.read_text().replace(" ", "")  # the last frame spans the 40 s window
+
+
 def test_animation_5_2_zooms_out_to_the_whole_counter_window():
     fig = build("anim-5.2", "en", None, (), window_s=20.0)
     ranges = [f["layout"]["xaxis"]["range"][1] for f in fig["frames"]]
@@ -221,6 +228,9 @@ def test_figure_list_names_every_figure_once():
     (["5.6", "llama3-405b", "--out", "x.png"], "model.moe"),
     (["5.3", "--lang", "fr", "--out", "x.png"], "--lang"),
     (["5.3", "--set", "cluster.nic_Bps=fast", "--out", "x.png"], "cluster.nic_Bps"),
+    (["5.3", "--window", "15s", "--out", "x.png"], "--window"),
+    (["anim-5.2", "--window", "-3s", "--out", "x.png"], "--window"),
+    (["anim-5.2", "--window", "soon", "--out", "x.png"], "--window"),
 ])
 def test_bad_figure_requests_are_one_line_and_exit_2(args, names, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
