@@ -402,7 +402,8 @@ def figure(
         fail(f"--lang: {lang!r} is not a language of the figures; use one of {', '.join(LANGS)}")
     if listing:
         for f in FIGURES.values():
-            console.print(f"[bold]{f.ident:<9}[/bold] {f.describe(lang)} ({f.default})", highlight=False)
+            console.print(f"[bold]{f.ident:<9}[/bold] {f.describe(lang)} ({f.job(lang)})", highlight=False,
+                          soft_wrap=True)  # one line each, however narrow the terminal
         return
     if ident is None:
         fail("ID: name a figure, e.g. stepbudget figure 5.3 --out ring.png (stepbudget figure --list shows them)")

@@ -443,7 +443,7 @@ def test_figure_lines_split_strong_scaling_series_by_batch_and_keep_weak_scaling
     from stepbudget.views.validation import figure_series
 
     rows, _ = validate()
-    lines = figure_series(rows)
+    lines = {str(k): v for k, v in figure_series(rows).items()}
     megascale = {k: v for k, v in lines.items() if k.startswith("MegaScale (GPT 175B")}
     assert sorted(len(v) for v in megascale.values()) == [4, 4] and len(megascale) == 2
     tokens = lambda r: r.case.scenario.global_batch_seqs * r.case.scenario.model.seq_len  # noqa: E731

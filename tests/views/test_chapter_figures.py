@@ -62,15 +62,20 @@ def test_a_png_is_the_figure_size_and_not_blank(ident, tmp_path):
     assert (grey < 128).mean() > 0.01  # ink, not only a light background
 
 
-def test_ring_figure_draws_every_send():
+def test_ring_figure_draws_every_send_and_each_chunk_goes_round():
     n = 4
-    # the figure draws every send of it: 2 (n - 1) bars per GPU, n chunk traces
     fig = figure("5.3")
     bars = [d for d in fig["data"] if d["type"] == "bar"]
     assert len(bars) == n and sum(len(d["x"]) for d in bars) == 2 * (n - 1) * n
-    for i in range(n):
-        gpu = t("en", "fig.5.3.gpu", rank=i)
-        assert sum(d["y"].count(gpu) for d in bars) == 2 * (n - 1)
+    gpu = [t("en", "fig.5.3.gpu", rank=i) for i in range(n)]
+    for c, chunk in enumerate(bars):
+        order = np.argsort(chunk["base"])
+        senders = [gpu.index(chunk["y"][i]) for i in order]
+        receivers = [int(chunk["text"][i].rsplit(" ", 1)[1]) for i in order]
+        assert len(senders) == 2 * (n - 1)  # 2 (N - 1) sends of each chunk
+        assert receivers == [(s + 1) % n for s in senders]  # each to the next GPU of the ring
+        assert senders[1:] == receivers[:-1]  # and passed on by the GPU that got it, all the way round
+        assert len(set(senders)) == n  # every GPU passes it on, in one phase or the other
     assert "1.5 × S" in fig["layout"]["title"]["text"]
 
 
@@ -163,13 +168,24 @@ def test_measured_points_have_one_legend_entry_per_system():
     assert len(lines) > len(systems)  # several series per system, grouped under its entry
 
 
-def test_fused_kernels_cite_table_5_and_the_model_stays_below_2x():
+def test_fused_kernels_pairs_are_the_layers_times_and_the_model_stays_below_2x():
+    from stepbudget.a2a.ratio import moe_layer_times
+    from stepbudget.a2a.report import layer_inputs
+
     fig = figure("5.6")
     table = next(d for d in fig["data"] if d["name"] == t("en", "fig.5.6.table5"))
-    assert table["y"] == [1.00, 1.13, 1.22, 1.28]
+    assert table["y"] == [1.00, 1.13, 1.22, 1.28]  # MegaScale-MoE Table 5 as published
+    li = layer_inputs(sb.load("megascale-moe-352b"))
+    lt = moe_layer_times(li.tokens_per_gpu, li.hidden, li.expert_ffn, li.top_k, li.ep, li.nvlink_Bps, li.peak_flops,
+                         li.dispatch_bytes, li.swiglu)
     serial, fused = fig["data"][0]["y"], fig["data"][1]["y"]
+    # forward and backward: each of the two all-to-alls (half the layer's bytes) beside its GEMM
+    assert sum(serial) == pytest.approx(2 * float(lt.comm_s) + 3 * float(lt.compute_s))
     assert all(1 < s / f <= 2 for s, f in zip(serial, fused))  # overlap alone: at most the sum over the max
-    assert "1.2–4.7×" in fig["layout"]["annotations"][0]["text"]
+    base, off = sb.estimate(derive(sb.load("megascale-moe-352b"))), sb.estimate(
+        derive(sb.load("megascale-moe-352b", ["overlap.ep=0"])))
+    model = next(d for d in fig["data"] if d.get("marker", {}).get("color") == fig["data"][3]["marker"]["color"])
+    assert model["y"][1] == pytest.approx(1.13 * float(off.step_s) / float(base.step_s))
 
 
 def test_animation_5_1_plays_both_rates_and_half_rate_misses_more():
@@ -208,10 +224,48 @@ def test_traditional_chinese_changes_the_title_and_axes(ident):
     en, zh = figure(ident), figure(ident, "zh-Hant")
     assert en["layout"]["title"]["text"] != zh["layout"]["title"]["text"]
     assert re.search(r"[\u4e00-\u9fff]", zh["layout"]["title"]["text"])
-    axes = [k for k, v in en["layout"].items() if k.startswith(("xaxis", "yaxis")) and v.get("title")]
-    for key in axes:
-        assert en["layout"][key]["title"]["text"] != zh["layout"][key]["title"]["text"] or \
-            not re.search(r"[a-z]{4}", en["layout"][key]["title"]["text"])  # "GPUs", "MFU" read the same
+    pairs = list(zip(_texts(en), _texts(zh)))
+    assert len(_texts(en)) == len(_texts(zh)) and pairs
+    for (where, a), (_, b) in pairs:  # every text a reader sees: titles, axes, legend, hover, notes, buttons
+        if re.search(r"\b[a-z]{4,}\b", _words(a)):  # English words, not only names, units and numbers
+            assert a != b, f"{ident} {where}: {a!r} is the same in Traditional Chinese"
+
+
+_NAMES = re.compile(r"%\{[^}]*\}|<[^>]+>|\b(all-reduce|reduce-scatter|all-gather|all-to-all|dispatch|combine|kernel|token|"
+                    r"bucket|micro-batch|chunk|roofline|pass|megascale[\w.-]*|llama[\w.-]*|hpn[\w.-]*|deepseek[\w.-]*|"
+                    r"internal[\w-]*|grad|tokens)\b", re.I)
+
+
+def _words(text: str) -> str:
+    """A text without what stays as it is in both languages: plotly's %{...}, tags, names of things."""
+    return _NAMES.sub("", text)
+
+
+def _texts(fig: dict) -> list[tuple[str, str]]:
+    """(where, text) of every text of a figure a reader sees, in a fixed order."""
+    out = []
+    layout = fig["layout"]
+    frames = fig.get("frames", [])
+    for key, value in sorted(layout.items()):
+        if key.startswith(("xaxis", "yaxis")) and value.get("title"):
+            out.append((key, value["title"]["text"]))
+    out += [(f"note {i}", a["text"]) for i, a in enumerate(layout.get("annotations", []))]
+    out += [(f"button {i}", b["label"]) for m in layout.get("updatemenus", []) for i, b in enumerate(m["buttons"])]
+    for i, d in enumerate(fig["data"]):
+        out += [(f"trace {i} {k}", d[k]) for k in ("name", "hovertemplate") if isinstance(d.get(k), str)]
+        out += [(f"trace {i} text", x) for x in d.get("text") or [] if isinstance(x, str)]
+        out += [(f"trace {i} hover", x) for x in _flat(d.get("customdata")) if isinstance(x, str)]
+    out += [(f"frame {f['name']} title", f["layout"]["title"]["text"]) for f in frames if "title" in f.get("layout", {})]
+    for f in frames[-1:]:
+        for i, d in enumerate(f["data"]):
+            out += [(f"last frame trace {i} hover", x) for x in _flat(d.get("customdata")) if isinstance(x, str)]
+    return out
+
+
+def _flat(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return [y for x in value for y in _flat(x)]
+    return [] if value is None else [value]
 
 
 def test_figure_list_names_every_figure_once():

@@ -41,11 +41,11 @@ ANIMATION_SETS = (
     "layout.embedding_in_pipeline_split=false", "layout.loss_in_pipeline_split=false", "precision.grads=bf16",
     "cluster.rate_scope=kernel", "cluster.tiers=[]",
 )
-"""Animation 5.1's job: Llama 3 405B as plain data parallelism (DDP, TP 8 kept) over 2,048 GPUs, one micro-batch
-of two sequences, so that the step is one forward and one backward whose buckets' all-reduces just hide behind
-the backward at the full rate: the chapter's picture. A picture of time, not of memory: this layout needs about
-950 GB a GPU. With ZeRO-1 or FSDP the parameter all-gathers would be late first, in the short forward. The
-kernel rate is the GPU's (no measured whole-step rate folded in)."""
+"""Animation 5.1's job: Llama 3 405B as plain data parallelism (DDP) over 2,048 replicas of TP 8 (16,384 GPUs),
+one micro-batch of two sequences, so that the step is one forward and one backward whose buckets' all-reduces
+just hide behind the backward at the full rate: the chapter's picture. A picture of time, not of memory: this
+layout needs about 950 GB a GPU. With ZeRO-1 or FSDP the parameter all-gathers would be late first, in the short
+forward. The kernel rate is the GPU's (no measured whole-step rate folded in)."""
 
 DP_LAYOUT = {
     fo.DPKind.ALL_REDUCE: ("layout.dp_kind=ddp",),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import os
 
 from rich.table import Table
@@ -94,12 +96,29 @@ def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
     write(validation_figure(rows), path, "--plot")
 
 
-def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
+@dataclass(frozen=True)
+class Series:
+    """One line of Figure 5.5: a system's runs of one model, at one batch or one sequence length where the
+    model has several (``batch_tokens`` and ``seq_len`` are None otherwise)."""
+
+    system: str
+    model: str
+    batch_tokens: int | None = None
+    seq_len: int | None = None
+
+    def __str__(self) -> str:
+        extra = [f"batch {self.batch_tokens / 1e6:.3g}M tokens"] if self.batch_tokens else []
+        extra += [f"{self.seq_len:,}-token sequences"] if self.seq_len else []
+        return f"{self.system} ({', '.join([self.model, *extra])})"
+
+
+def figure_series(rows: list[Row]) -> dict[Series, list[Row]]:
     """Figure 5.5's lines: one per system and model; split by batch where a model has a strong-scaling
     series at each of several batches (MegaScale's Table 2 runs 768 sequences up to 1,024 GPUs and
-    6,144 beyond), so that no line joins two such series. A weak-scaling series, whose batch grows
-    with the GPUs (MegaScale's 530B runs), stays one line."""
-    groups: dict[tuple[str, str], dict[int, list[Row]]] = {}
+    6,144 beyond), so that no line joins two such series, and by sequence length (Llama 3's 131,072-token
+    run beside its 8,192-token ones). A weak-scaling series, whose batch grows with the GPUs (MegaScale's
+    530B runs), stays one line."""
+    groups: dict[tuple[str, str, int], dict[int, list[Row]]] = {}
     for r in rows:
         if r.case.measured_mfu is None or r.predicted_mfu is None:
             continue
@@ -108,17 +127,16 @@ def figure_series(rows: list[Row]) -> dict[str, list[Row]]:
                 else "Megatron-LM" if "megatron" in fw else r.case.source)
         sc = r.case.scenario
         tokens = sc.global_batch_seqs * sc.model.seq_len
-        # a run at another sequence length is another series (Llama 3's 131,072-token run beside its 8,192)
         groups.setdefault((name, sc.model.name, sc.model.seq_len), {}).setdefault(tokens, []).append(r)
     seqs: dict[tuple[str, str], int] = {}
-    for name, model, seq in groups:
+    for name, model, _ in groups:
         seqs[(name, model)] = seqs.get((name, model), 0) + 1
-    out: dict[str, list[Row]] = {}
-    for (name, model_name, seq), by_batch in groups.items():
-        model = model_name if seqs[(name, model_name)] == 1 else f"{model_name}, {seq:,}-token sequences"
+    out: dict[Series, list[Row]] = {}
+    for (name, model, seq), by_batch in groups.items():
+        seq_len = seq if seqs[(name, model)] > 1 else None
         if len(by_batch) > 1 and all(len(members) > 1 for members in by_batch.values()):
             for tokens, members in sorted(by_batch.items()):
-                out[f"{name} ({model}, batch {tokens / 1e6:.3g}M tokens)"] = members
+                out[Series(name, model, tokens, seq_len)] = members
         else:
-            out[f"{name} ({model})"] = [r for members in by_batch.values() for r in members]
+            out[Series(name, model, None, seq_len)] = [r for members in by_batch.values() for r in members]
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.chapter import ANIMATION_SETS
 from stepbudget.views.chapter import figures, measured, timeline, traffic
 from stepbudget.views.i18n import t
@@ -19,8 +20,8 @@ from stepbudget.views.i18n import t
 @dataclass(frozen=True)
 class Figure:
     ident: str
-    default: str
-    """The scenario the chapter's figure shows."""
+    default: str | None
+    """The scenario the chapter's figure shows; None for a figure of published runs, which takes none."""
     build: Callable[..., dict]
     sets: tuple[str, ...] = ()
     """Overrides the chapter's figure adds to its default scenario (not to a scenario the user names)."""
@@ -28,13 +29,19 @@ class Figure:
     def describe(self, lang: str = "en") -> str:
         return t(lang, f"fig.list.{self.ident}")
 
+    def job(self, lang: str = "en") -> str:
+        """What it is drawn for when no scenario is named: a preset, the chapter's changes to one, or the runs."""
+        if self.default is None:
+            return t(lang, "fig.job.runs")
+        return t(lang, f"fig.job.{self.ident}", scenario=self.default) if self.sets else self.default
+
 
 FIGURES = {f.ident: f for f in (
     Figure("5.1", "llama3-405b", timeline.one_step),
     Figure("5.2", "llama3-405b", figures.roofline),
     Figure("5.3", "llama3-405b", figures.ring),
     Figure("5.4", "llama3-405b", measured.strong_scaling),
-    Figure("5.5", "llama3-405b", measured.measured_points),
+    Figure("5.5", None, measured.measured_points),
     Figure("5.6", "megascale-moe-352b", measured.fused_kernels),
     Figure("5.7", "megascale-moe-352b", traffic.skew_in_one_call),
     Figure("5.8", "hpn-gpt3-175b", figures.host_nics),
@@ -50,6 +57,9 @@ def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] 
     """Figure ``ident`` of scenario ``ref`` (the chapter's own, with its overrides, when None) with ``sets``
     applied, in ``lang``; ``options`` go to the builder (Animation 5.2's ``window_s``)."""
     figure = FIGURES[ident]
+    if figure.default is None and (ref or sets):
+        raise ScenarioError(f"figure {ident}: it draws the published runs and takes no scenario or --set; "
+                            "stepbudget validate --runs FILE --plot FIG.png draws other runs")
     chosen = list(sets) if ref else [*figure.sets, *sets]
     drawn = figure.build(lang, ref or figure.default, chosen, **options)
     _wrap_titles(drawn)

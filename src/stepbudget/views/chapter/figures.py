@@ -51,8 +51,11 @@ def roofline(lang: str, ref: str, sets: list[str]) -> dict:
                   if name != ref or sets] + points
     for i, (name, budget) in enumerate(points):
         x = float(budget.intensity["nic"])
-        data.append({"type": "scatter", "mode": "markers+text", "x": [x], "y": [float(fo.attainable(x, F, links["nic"]))],
-                     "text": [t(lang, "fig.5.2.point_label", intensity=fmt.number(x))], "name": name,
+        # where the step is: its model FLOP per GPU over its step time, under the roofs (PaLM App. B's MFU numerator)
+        achieved = float(budget.plan.model_flops_per_gpu / budget.step_s)
+        data.append({"type": "scatter", "mode": "markers+text", "x": [x], "y": [achieved],
+                     "text": [t(lang, "fig.5.2.point_label", intensity=fmt.number(x), achieved=fmt.flops(achieved))],
+                     "name": name,
                      "marker": {"size": 12, "color": COLORS[4 + i], "symbol": "diamond"}, "textposition": "top center"})
     shapes, notes = [], []
     for i, (name, bw) in enumerate(links.items()):

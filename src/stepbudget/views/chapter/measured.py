@@ -89,9 +89,12 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
         rows = [r for r in rows if r.case.source in sources]
     systems: dict[str, int] = {}
     data = []
-    for name, members in figure_series(rows).items():
+    for series, members in figure_series(rows).items():
         members = sorted(members, key=lambda r: r.case.gpus)
-        system = name.split(" (")[0]  # figure_series names a line "system (model[, batch])"
+        system = series.system
+        extra = [t(lang, "fig.5.5.batch", tokens=f"{series.batch_tokens / 1e6:.3g}")] if series.batch_tokens else []
+        extra += [t(lang, "fig.5.5.seq", seq=fmt.number(series.seq_len))] if series.seq_len else []
+        name = t(lang, "fig.5.5.series", system=system, detail=t(lang, "app.list_sep").join([series.model, *extra]))
         first = system not in systems
         i = systems.setdefault(system, len(systems))
         x = [r.case.gpus for r in members]
@@ -115,8 +118,8 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
     return {"data": data, "layout": layout}
 
 
-def measured_points(lang: str, ref: str, sets: list[str]) -> dict:
-    """Figure 5.5 from the shipped runs (the scenario is not used: the figure is the published runs)."""
+def measured_points(lang: str, ref: None, sets: list[str]) -> dict:
+    """Figure 5.5 from the shipped runs (it has no scenario: the figure is the published runs)."""
     from stepbudget.validation.compare import validate
 
     rows, _ = validate()
@@ -162,7 +165,8 @@ def fused_kernels(lang: str, ref: str, sets: list[str]) -> dict:
         {"type": "bar", "name": t(lang, "fig.5.6.table5"), "x": steps, "y": [v for _, v in TABLE_5],
          "xaxis": "x2", "yaxis": "y2", "marker": {"color": COLORS[2]},
          "text": [f"{v:.2f}×" for _, v in TABLE_5], "textposition": "outside"},
-        {"type": "bar", "name": t(lang, "fig.5.6.model_overlap"), "x": [steps[1], steps[3]],
+        {"type": "bar", "name": t(lang, "fig.5.6.model_overlap", base=f"{TABLE_5[1][1]:.2f}", gain=f"{model_gain:.3f}"),
+         "x": [steps[1], steps[3]],
          "y": [TABLE_5[1][1], TABLE_5[1][1] * model_gain], "xaxis": "x2", "yaxis": "y2",
          "marker": {"color": COLORS[3]}, "text": ["", f"{TABLE_5[1][1] * model_gain:.2f}×"], "textposition": "outside"},
     ]

@@ -51,7 +51,11 @@ def draw(figure: dict, path: Path) -> None:
     shown = layout.get("showlegend", True) and any(tr.get("name") and tr.get("showlegend", True)
                                                    for tr in figure.get("data", []))
     below = shown and layout.get("legend", {}).get("orientation") == "h"
-    area = _Area(0.12, 0.25 if below else 0.1, 0.85, 0.63 if below else 0.76)
+    title = layout.get("title", {})
+    text = title.get("text", "") if isinstance(title, dict) else str(title or "")
+    heading = wrap(text.replace("<br>", " "), int(width * 11.5)) if text else ""
+    lower = 0.05 * heading.count("\n")  # a second line of title takes from the plot, not from what is above it
+    area = _Area(0.12, 0.25 if below else 0.1, 0.85, (0.63 if below else 0.76) - lower)
     axes: dict[tuple[str, str], object] = {}
     traces = figure.get("data", [])
     pairs = [(trace.get("xaxis", "x"), trace.get("yaxis", "y")) for trace in traces]
@@ -75,10 +79,8 @@ def draw(figure: dict, path: Path) -> None:
             if not ref.endswith(("paper", "domain")) and layout.get(_axis_name(ref, dim), {}).get("type") == "log":
                 at[dim] = 10 ** note[dim]
         _annotate(_where(fig, axes, area, note.get("xref", "x"), note.get("yref", "y")), at)
-    title = layout.get("title", {})
-    if title:
-        text = title.get("text", "") if isinstance(title, dict) else str(title)
-        fig.suptitle(wrap(text.replace("<br>", " "), int(width * 11.5)), fontsize=11)
+    if heading:
+        fig.suptitle(heading, fontsize=11)
     handles, labels = [], []
     for ax in axes.values():
         for h, label in zip(*ax.get_legend_handles_labels()):  # type: ignore[attr-defined]
@@ -122,7 +124,7 @@ def wrap(text: str, columns: int) -> str:
         w = 2 if unicodedata.east_asian_width(ch) in "WF" else 1
         if width + w > columns:
             cut = line.rfind(" ")
-            head, line = (line[:cut], line[cut + 1:]) if cut > columns // 2 else (line, "")
+            head, line = (line[:cut], line[cut + 1:]) if cut > 0 else (line, "")
             lines.append(head)
             width = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
         line += ch
@@ -226,7 +228,7 @@ def _trace(ax, t: dict, layout: dict, slot: tuple[int, int] = (0, 1)) -> None:
             size /= slot[1]
             at = [p + (slot[0] - (slot[1] - 1) / 2) * size for p in at]
         draw = ax.barh if horizontal else ax.bar
-        edge = t.get("marker", {}).get("line", {})
+        edge = t.get("marker", {}).get("line", {}) if len(values) <= 60 else {}  # edges would wash out thin bars
         bars = draw(at, values, size, base, color=colors, label=name, zorder=2, edgecolor=_color(edge.get("color")),
                     linewidth=edge.get("width", 0))
         for bar, text in zip(bars, t.get("text") or []):

@@ -8,6 +8,8 @@ the buckets' transfers overrun the compute meant to hide them.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from stepbudget.enums import DataParallel
@@ -57,6 +59,20 @@ def _kind(r: StepResult, task: int) -> str:
     if kind == "reduce" and r.program.budget.plan.scenario.layout.dp_kind == DataParallel.DDP:
         return "allreduce"  # DDP reduces each bucket whole: a reduce-scatter and an all-gather in one
     return kind
+
+
+_PLACES = (("mb", re.compile(r"\bm(\d+)\b")), ("chunk", re.compile(r"\bc(\d+)\b")),
+           ("layer", re.compile(r"\bl(\d+)\b")), ("bucket", re.compile(r"\bbucket (\d+)\b")))
+_SEND = re.compile(r"\bv(\d+)->v(\d+)\b")
+
+
+def where(lang: str, label: str) -> str:
+    """Where in the step a simulator task is, in words (micro-batch 3, chunk 1, layer 0), read from its label
+    ("F s0 m3 c1 l0", "DP reduce s0 m15 bucket 7", "PP send F m0 v0->v1")."""
+    parts = [t(lang, f"fig.5.1.at.{key}", n=int(m.group(1))) for key, pattern in _PLACES if (m := pattern.search(label))]
+    if (send := _SEND.search(label)) is not None:
+        parts.append(t(lang, "fig.5.1.at.send", a=int(send.group(1)), b=int(send.group(2))))
+    return t(lang, "app.list_sep").join(parts)
 
 
 # --- Figure 5.1 -------------------------------------------------------------------------------------------
@@ -148,7 +164,7 @@ def one_step(lang: str, ref: str, sets: list[str], max_tasks: int | None = None)
             k["x"].append(e - s)
             k["base"].append(s - moved)
             k["y"].append(rows[row])
-            k["customdata"].append([hover, fmt.time(lang, s), fmt.time(lang, e - s)])
+            k["customdata"].append([where(lang, hover), fmt.time(lang, s), fmt.time(lang, e - s)])
     data = [{"type": "bar", "orientation": "h", "name": t(lang, f"fig.5.1.kind.{kind}"), **v,
              "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
              "hovertemplate": "%{customdata[0]}<br>%{customdata[1]} + %{customdata[2]}<extra>%{fullData.name}</extra>"}
@@ -193,7 +209,7 @@ def _frames(lang: str, r: StepResult, rate_key: str, kinds: list[str]) -> tuple[
             mine = [x for x in tasks if _kind(r, x) == kind and tl.start_s[x] < now]
             data.append({"type": "bar", "x": [min(float(tl.end_s[x]), now) - float(tl.start_s[x]) for x in mine],
                          "base": [float(tl.start_s[x]) for x in mine], "y": [rows[_row(r, x)] for x in mine],
-                         "customdata": [tl.label(x) for x in mine]})
+                         "customdata": [where(lang, tl.label(x)) for x in mine]})
         done = [x for x in misses if tl.end_s[x] <= now]
         data.append({"type": "scatter", "x": [float(tl.end_s[x]) for x in done], "y": [rows[_row(r, x)] for x in done],
                      "customdata": [fmt.time(lang, late[tl.label(x)]) for x in done]})

@@ -7,6 +7,7 @@ import numpy as np
 from stepbudget.a2a.report import Skew, dispatch_matrix
 from stepbudget.a2a.routing import skew_stats
 from stepbudget.budget.step import estimate
+from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import carried
 from stepbudget.units import BITS_PER_BYTE
@@ -38,7 +39,7 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
     strip = [float(m[i, j]) / 1e6 for m in calls]
     data = [
         {"type": "heatmap", "z": D.tolist(), "zmin": 0, "zmax": float(D.max()), "colorscale": "Viridis",
-         "colorbar": {"title": {"text": "MB"}, "x": 0.6, "len": 0.9},
+         "colorbar": {"title": {"text": t(lang, "fig.5.7.mb")}, "x": 0.6, "len": 0.9},
          "hovertemplate": t(lang, "fig.5.7.hover", src="%{y}", dst="%{x}", mb="%{z:.2f}") + "<extra></extra>"},
         {"type": "scatter", "mode": "markers", "x": hot_dst.tolist(), "y": hot_src.tolist(),
          "name": t(lang, "fig.5.7.hot", times=fmt.number(HOT)),
@@ -71,37 +72,51 @@ FRAMES = 30
 """Zoom frames from two steps out to the counter window."""
 
 
+MAX_READINGS = 5_000
+"""Most counter readings the animation draws over its widest view (a window far shorter than the step)."""
+
+
 def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0) -> dict:
     """Animation 5.2: one NIC over two steps (bursts at line rate, idle between), zooming out to one counter
-    window of ``window_s``, where the counter reads the same bytes as a flat average."""
+    window of ``window_s``, where the counter reads the same bytes as a flat average. A window shorter than
+    the step does not average: its readings follow the bursts, and the title says so."""
     sc, _ = carried(ref, sets)
     b = estimate(derive(sc))
     step = float(b.step_s)
-    w = wire_of(b, steps=max(2, int(np.ceil(window_s / step)) + 1), window_s=window_s)
-    reading = w.counter
     near = 2 * step
+    far = max(window_s, near)
+    if far / window_s > MAX_READINGS:
+        raise ScenarioError(f"counter window: a {window_s:g} s window gives {far / window_s:,.0f} readings over "
+                            f"two {step:.3g} s steps, more than {MAX_READINGS:,} to draw; choose a window of at "
+                            f"least {far / MAX_READINGS:.3g} s")
+    w = wire_of(b, steps=int(np.ceil(far / step)) + 1, window_s=window_s)
     rate = (w.rate * BITS_PER_BYTE).tolist()
     line = float(sc.cluster.nic_Bps) * BITS_PER_BYTE
-    average = float(reading[0]) * BITS_PER_BYTE if reading.size else float(w.rate.mean()) * BITS_PER_BYTE
+    seen = w.poll_s <= far * (1 + 1e-9)
+    polls, readings = w.poll_s[seen], w.counter[seen] * BITS_PER_BYTE  # what the counter reports, window by window
+    low, high = float(readings.min()), float(readings.max())
+    flat = high - low <= 0.01 * max(high, 1e-300)
     data = [
         {"type": "scatter", "mode": "lines", "x": w.t.tolist(), "y": rate, "name": t(lang, "fig.anim-5.2.nic"),
          "line": {"shape": "hv", "color": "#3b6ea8"}, "fill": "tozeroy"},
-        {"type": "scatter", "mode": "lines", "x": [0, window_s], "y": [average, average],
+        {"type": "scatter", "mode": "lines", "x": [0.0, *polls.tolist()], "y": [*readings.tolist(), float(readings[-1])],
          "name": t(lang, "fig.anim-5.2.counter", window=fmt.time(lang, window_s)),
-         "line": {"color": "#d1603d", "width": 3}, "visible": True, "opacity": 0.0},
-        {"type": "scatter", "mode": "lines", "x": [0, max(window_s, near)], "y": [line, line],
+         "line": {"color": "#d1603d", "width": 3, "shape": "hv"}, "opacity": 0.0},
+        {"type": "scatter", "mode": "lines", "x": [0, far], "y": [line, line],
          "name": t(lang, "fig.anim-5.2.line", rate=fmt.line_rate(sc.cluster.nic_Bps)),
          "line": {"color": "#555555", "dash": "dot"}},
     ]
+    last = t(lang, "fig.anim-5.2.frame", window=fmt.time(lang, window_s), average=fmt.line_rate(low / BITS_PER_BYTE)
+             ) if flat else t(lang, "fig.anim-5.2.follows", window=fmt.time(lang, window_s), step=fmt.time(lang, step),
+                              low=fmt.line_rate(low / BITS_PER_BYTE), high=fmt.line_rate(high / BITS_PER_BYTE))
     frames, steps = [], []
-    for k, right in enumerate(np.geomspace(near, max(window_s, near), FRAMES).tolist()):
+    for k, right in enumerate(np.geomspace(near, far, FRAMES).tolist()):
         shown = k >= FRAMES - 4  # the counter's line appears once the window is in view
         name = str(k)
+        title = last if shown else t(lang, "fig.anim-5.2.near", span=fmt.time(lang, right),
+                                     peak=fmt.line_rate(line / BITS_PER_BYTE))
         frames.append({"name": name, "data": [{"type": "scatter", "opacity": 1.0 if shown else 0.0}], "traces": [1],
-                       "layout": {"xaxis": {"range": [0, right]},
-                                  "title": {"text": t(lang, "fig.anim-5.2.frame" if shown else "fig.anim-5.2.near",
-                                                      span=fmt.time(lang, right), average=fmt.line_rate(average / 8),
-                                                      peak=fmt.line_rate(line / 8), window=fmt.time(lang, window_s))}}})
+                       "layout": {"xaxis": {"range": [0, right]}, "title": {"text": title}}})
         steps.append({"method": "animate", "label": "", "name": name,
                       "args": [[name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]})
     play = {"frame": {"duration": 80, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": False}
