@@ -268,7 +268,9 @@ def bucket_deadlines(lang: str, ref: str, sets: list[str]) -> dict:
               "barmode": "overlay", "legend": {"orientation": "h", "y": -0.42},
               "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": [0, span], "ticksuffix": "s"},
               "yaxis": {"autorange": "reversed", "categoryorder": "array", "categoryarray": list(rows.values())},
-              "updatemenus": [{"type": "buttons", "direction": "right", "showactive": True, "x": 0, "y": 1.22,
+              "margin": {"t": 130},  # the title above, the buttons under it: they must not overlap at any width
+              "updatemenus": [{"type": "buttons", "direction": "right", "showactive": True, "x": 0, "y": 1.04,
+                               "yanchor": "bottom",
                                "xanchor": "left", "buttons": buttons}],
               "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.18,
                            "currentvalue": {"visible": False}}],

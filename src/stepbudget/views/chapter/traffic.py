@@ -125,7 +125,9 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
               "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": [0, near], "ticksuffix": "s"},
               "yaxis": {"title": {"text": t(lang, "fig.anim-5.2.y")}, "range": [0, line * 1.15], "tickformat": "~s",
                         "ticksuffix": "b/s"},
-              "updatemenus": [{"type": "buttons", "direction": "right", "x": 0, "y": 1.2, "xanchor": "left",
+              "margin": {"t": 130},  # the title above, the buttons under it: they must not overlap at any width
+              "updatemenus": [{"type": "buttons", "direction": "right", "x": 0, "y": 1.04, "yanchor": "bottom",
+                               "xanchor": "left",
                                "buttons": [{"label": t(lang, "fig.anim-5.2.zoom"), "method": "animate",
                                             "args": [None, play]},
                                            {"label": t(lang, "fig.anim-5.1.pause"), "method": "animate",
