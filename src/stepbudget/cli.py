@@ -15,7 +15,8 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from stepbudget import derive, estimate
+from stepbudget.budget.step import estimate
+from stepbudget.plan.derive import derive
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
 from stepbudget.units import UnitError
 from stepbudget.budget.memory import memory_per_gpu

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import numpy as np
+
 
 class Axis(StrEnum):
     """Parallel dimensions, in the default rank order (innermost first)."""
@@ -142,3 +144,73 @@ class RateScope(StrEnum):
 
     KERNEL = "kernel"
     STEP = "step"
+
+
+# --- integer codes -------------------------------------------------------------------------------
+# Sweeps carry closed choices as int arrays (one entry per candidate layout); these tables are the only
+# place a code is given a meaning.
+
+SCHEDULE_CODES: dict[Schedule, int] = {
+    Schedule.GPIPE: 0,
+    Schedule.ONE_F_ONE_B: 1,
+    Schedule.INTERLEAVED_1F1B: 2,
+    Schedule.ZB_H1: 3,
+    Schedule.ZB_H2: 4,
+    Schedule.DUALPIPE: 5,
+}
+"""Integer code of each schedule."""
+SCHEDULE_BY_CODE: dict[int, Schedule] = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
+DUALPIPE_CODE = SCHEDULE_CODES[Schedule.DUALPIPE]
+
+DP_KIND_CODES: dict[DataParallel, int] = {
+    DataParallel.DDP: 0,
+    DataParallel.ZERO1: 1,
+    DataParallel.ZERO2: 2,
+    DataParallel.ZERO3: 3,
+    DataParallel.FSDP: 4,
+}
+"""Integer code of each data-parallel kind."""
+
+RECOMPUTE_CODES: dict[Recompute, int] = {
+    Recompute.NONE: 0,
+    Recompute.SELECTIVE: 1,
+    Recompute.FULL: 2,
+    Recompute.SELECTIVE_OP: 3,
+}
+"""Integer code of each recompute mode."""
+
+CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
+"""Integer code of each context-parallel kind."""
+
+HIERARCHICAL, FLAT, TREE, IN_NETWORK = 0, 1, 2, 3
+ALGORITHM_CODES = {"hierarchical": HIERARCHICAL, "flat": FLAT, "tree": TREE, "in-network": IN_NETWORK}
+"""Integer code of each DP all-reduce algorithm (``layout.dp_ring``; one per scenario, a sweep never mixes them)."""
+
+
+def schedule_code(schedule) -> np.ndarray:
+    """Integer code array of ``schedule``.
+
+    Accepts a ``Schedule``, its string (``"1f1b"``), an int code, or an array of any of
+    these. Raises ``ValueError`` for a name or code that is not a schedule.
+    """
+    if isinstance(schedule, str):
+        return np.asarray(_code_of_name(schedule))
+    codes = np.asarray(schedule)
+    if codes.dtype.kind in "OUS":
+        codes = np.vectorize(_code_of_name, otypes=[np.int64])(codes)
+    if codes.dtype.kind not in "iu":
+        raise ValueError(f"schedule codes must be integers, got dtype {codes.dtype}")
+    bad = (codes < 0) | (codes >= len(SCHEDULE_CODES))
+    if np.any(bad):
+        raise ValueError(
+            f"unknown schedule code(s) {np.unique(codes[bad]).tolist()}; "
+            f"use one of {dict((str(s), c) for s, c in SCHEDULE_CODES.items())}"
+        )
+    return codes
+
+
+def _code_of_name(name: str) -> int:
+    try:
+        return SCHEDULE_CODES[Schedule(name)]
+    except ValueError:
+        raise ValueError(f"unknown schedule {name!r}; use one of {[str(s) for s in Schedule]}") from None

@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepbudget.budget.collectives import FLAT, HIERARCHICAL, IN_NETWORK, TREE, call_cost, ring_factor
+from stepbudget.budget.collectives import call_cost, ring_factor
+from stepbudget.enums import FLAT, HIERARCHICAL, IN_NETWORK, TREE
 from stepbudget.enums import Collective
 from stepbudget.inputs.hardware import Tier
 from stepbudget.plan.groups import tier_slowdown

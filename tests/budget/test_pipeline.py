@@ -8,18 +8,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stepbudget.budget.pipeline import (
-    SCHEDULE_CODES,
     bubble_fraction,
     bubble_s,
     check_schedule,
     inflight_microbatches,
-    parameter_copies,
-    schedule_code,
     schedule_reason,
     schedule_valid,
     step_compute_s,
 )
-from stepbudget.enums import Schedule
+from stepbudget.enums import SCHEDULE_CODES, Schedule, schedule_code
+from stepbudget.plan.memory import parameter_copies
 
 GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2, DUALPIPE = (
     Schedule.GPIPE,

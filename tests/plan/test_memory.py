@@ -8,9 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stepbudget.budget.pipeline import inflight_microbatches
-from stepbudget.enums import DataParallel, Recompute
+from stepbudget.enums import DP_KIND_CODES, DataParallel, Recompute
 from stepbudget.plan.memory import (
-    DP_KIND_CODES,
     ModelState,
     activation_bytes_extras,
     activation_bytes_first_stage,

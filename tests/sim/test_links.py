@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepbudget.sim.links import FlowLinks, flows_to_csr, gather_csr, maxmin_rates
+from stepbudget.maxmin import FlowLinks, flows_to_csr, gather_csr, maxmin_rates
 
 RTOL = 1e-9
 

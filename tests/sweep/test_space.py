@@ -8,10 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stepbudget as sb
-from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.enums import CP_KIND_CODES, DP_KIND_CODES, SCHEDULE_CODES
 from stepbudget.enums import DataParallel, Schedule
-from stepbudget.plan.derive import CP_KIND_CODES
-from stepbudget.plan.memory import DP_KIND_CODES
 from stepbudget.sweep.search import scenario_for
 from stepbudget.sweep.space import COLUMNS, layout_space
 from stepbudget.sweep.store import CODE_NAMES

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.sim.links import maxmin_rates_unchecked
+from stepbudget.maxmin import maxmin_rates_unchecked
 
 from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
@@ -68,7 +68,7 @@ def _check_links(table: np.ndarray, capacities) -> np.ndarray:
 
 
 def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Progressive filling on a checked link table: the simulator's rule (sim/links.py), one copy."""
+    """Progressive filling on a checked link table: the simulator's rule (maxmin.py), one copy."""
     used = table >= 0
     indptr = np.concatenate(([0], np.cumsum(used.sum(axis=1))))
     return maxmin_rates_unchecked(indptr, table[used], cap)

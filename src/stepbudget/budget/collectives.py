@@ -13,11 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.enums import Collective
+from stepbudget.enums import FLAT, IN_NETWORK, TREE, Collective
 
-# algorithm codes (layout.dp_ring is one per scenario, so a sweep never mixes them)
-HIERARCHICAL, FLAT, TREE, IN_NETWORK = 0, 1, 2, 3
-ALGORITHM_CODES = {"hierarchical": HIERARCHICAL, "flat": FLAT, "tree": TREE, "in-network": IN_NETWORK}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget import _html
-from stepbudget.budget.pipeline import inflight_microbatches, parameter_copies
+from stepbudget.budget.pipeline import inflight_microbatches
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.flops import attention_widths
@@ -25,6 +25,7 @@ from stepbudget.plan.memory import (
     activation_bytes_first_stage,
     layer_activation_bytes,
     model_state_bytes,
+    parameter_copies,
 )
 
 COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras")

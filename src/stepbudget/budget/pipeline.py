@@ -31,21 +31,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepbudget.enums import Schedule
+from stepbudget.enums import DUALPIPE_CODE, SCHEDULE_BY_CODE, SCHEDULE_CODES, Schedule, schedule_code
 
 __all__ = [
-    "DUALPIPE_CODE",
-    "SCHEDULE_BY_CODE",
-    "SCHEDULE_CODES",
     "SCHEDULE_REASONS",
     "BACKWARD_RATIO",
     "W_FRAC",
-    "schedule_code",
     "bubble_s",
     "bubble_fraction",
     "step_compute_s",
     "inflight_microbatches",
-    "parameter_copies",
     "dualpipe_unpaired",
     "unpaired_share",
     "schedule_reason",
@@ -53,58 +48,17 @@ __all__ = [
     "check_schedule",
 ]
 
-SCHEDULE_CODES: dict[Schedule, int] = {
-    Schedule.GPIPE: 0,
-    Schedule.ONE_F_ONE_B: 1,
-    Schedule.INTERLEAVED_1F1B: 2,
-    Schedule.ZB_H1: 3,
-    Schedule.ZB_H2: 4,
-    Schedule.DUALPIPE: 5,
-}
-"""Integer code of each schedule, for sweeps that carry the schedule as an int array."""
-
 _GPIPE = SCHEDULE_CODES[Schedule.GPIPE]
 _1F1B = SCHEDULE_CODES[Schedule.ONE_F_ONE_B]
 _INTERLEAVED = SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B]
 _ZB_H1 = SCHEDULE_CODES[Schedule.ZB_H1]
 _ZB_H2 = SCHEDULE_CODES[Schedule.ZB_H2]
-DUALPIPE_CODE = SCHEDULE_CODES[Schedule.DUALPIPE]
-SCHEDULE_BY_CODE: dict[int, Schedule] = {code: schedule for schedule, code in SCHEDULE_CODES.items()}
 
 BACKWARD_RATIO = 2.0
 """Default ``t_b / t_f``: backward is twice forward (two matmuls per forward matmul), Narayanan21 §2.2."""
 
 W_FRAC = 0.5
 """Default ``t_w / t_b``: weight gradient is half the backward (ZB paper's T_B = T_W)."""
-
-
-def schedule_code(schedule) -> np.ndarray:
-    """Integer code array of ``schedule``.
-
-    Accepts a ``Schedule``, its string (``"1f1b"``), an int code, or an array of any of
-    these. Raises ``ValueError`` for a name or code that is not a schedule.
-    """
-    if isinstance(schedule, str):
-        return np.asarray(_code_of_name(schedule))
-    codes = np.asarray(schedule)
-    if codes.dtype.kind in "OUS":
-        codes = np.vectorize(_code_of_name, otypes=[np.int64])(codes)
-    if codes.dtype.kind not in "iu":
-        raise ValueError(f"schedule codes must be integers, got dtype {codes.dtype}")
-    bad = (codes < 0) | (codes >= len(SCHEDULE_CODES))
-    if np.any(bad):
-        raise ValueError(
-            f"unknown schedule code(s) {np.unique(codes[bad]).tolist()}; "
-            f"use one of {dict((str(s), c) for s, c in SCHEDULE_CODES.items())}"
-        )
-    return codes
-
-
-def _code_of_name(name: str) -> int:
-    try:
-        return SCHEDULE_CODES[Schedule(name)]
-    except ValueError:
-        raise ValueError(f"unknown schedule {name!r}; use one of {[str(s) for s in Schedule]}") from None
 
 
 # --- bubble -------------------------------------------------------------------------------
@@ -218,14 +172,6 @@ def inflight_microbatches(schedule, p, m, v) -> np.ndarray:
         p + 1,  # DualPipe: PP+1, DSV3 Table 2
     )
     return np.minimum(peak, m)
-
-
-_PARAMETER_COPIES = np.array([1, 1, 1, 1, 1, 2])  # DualPipe holds stage i and stage p-1-i, DSV3 Table 2
-
-
-def parameter_copies(schedule) -> np.ndarray:
-    """Copies of one stage's parameters each rank holds: 2 for DualPipe, else 1 (int array)."""
-    return _PARAMETER_COPIES[schedule_code(schedule)]
 
 
 # --- validity -------------------------------------------------------------------------------

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from stepbudget.a2a.routing import busiest_gpu_factors, remote_nodes_per_token
-from stepbudget.budget.collectives import HIERARCHICAL, call_cost
-from stepbudget.budget.pipeline import parameter_copies
-from stepbudget.enums import Axis, Collective, EPKind
+from stepbudget.budget.collectives import call_cost
+from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, HIERARCHICAL, RECOMPUTE_CODES, Axis, Collective, CPKind,
+                              EPKind)
 from stepbudget.plan.derive import Plan
-from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES, grads_sharded
+from stepbudget.plan.memory import grads_sharded, parameter_copies
+from stepbudget.plan.routing import busiest_gpu_factors, remote_nodes_per_token
 
 DDP = DP_KIND_CODES["ddp"]
 FULL = RECOMPUTE_CODES["full"]
@@ -108,7 +108,7 @@ def exchanges(plan: Plan) -> list[Exchange]:
     else:
         kv_per_rank = m.kv_heads * m.head_width / t
     S_cp = 2 * b * s * kv_per_rank * w.activations
-    ring = plan.cp_kind == 1
+    ring = plan.cp_kind == CP_KIND_CODES[CPKind.RING]
     cp_args = dict(group=c, S=S_cp, q=plan.q["cp"], tier=plan.tier["cp"])
     out.append(_exchange(plan, Axis.CP, Collective.ALL_GATHER, "K,V", True,
                          calls=np.where(ring, 0, (1 + full) * layer_mb), **cp_args))

@@ -11,17 +11,15 @@ from typing import Mapping
 
 import numpy as np
 
-from stepbudget.budget.collectives import ALGORITHM_CODES
-from stepbudget.budget.pipeline import DUALPIPE_CODE, SCHEDULE_CODES, parameter_copies
-from stepbudget.enums import Axis, CPKind, EPKind, RateScope
+from stepbudget.enums import (ALGORITHM_CODES, CP_KIND_CODES, DP_KIND_CODES, DUALPIPE_CODE, RECOMPUTE_CODES,
+                              SCHEDULE_CODES, Axis, EPKind, RateScope)
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
-from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
+from stepbudget.plan.memory import parameter_copies
 from stepbudget.plan.operators import (Op, attention_kernels, head_ops, layer_ops, layer_times, op_sac_again,
                                        optimizer_s)
 
-CP_KIND_CODES = {CPKind.ALL_GATHER.value: 0, CPKind.RING.value: 1}
 
 # layout fields a sweep may vary, with how to read each from a scenario
 LAYOUT_FIELDS = (

@@ -2,7 +2,7 @@
 
 Every function is one formula over numpy arrays: the arguments broadcast against each
 other once, at the door, and the result has the broadcast shape (0-d for scalar inputs).
-Closed choices travel as integer codes (``DP_KIND_CODES``, ``RECOMPUTE_CODES``) so a sweep
+Closed choices travel as integer codes (``enums.DP_KIND_CODES``, ``enums.RECOMPUTE_CODES``) so a sweep
 can carry them as ``int`` arrays; a ``DataParallel`` / ``Recompute`` value or its string
 is accepted wherever a code is. All results are in bytes (1 GB = 1e9 bytes).
 
@@ -29,11 +29,10 @@ from enum import StrEnum
 
 import numpy as np
 
-from stepbudget.enums import DataParallel, Recompute
+from stepbudget.enums import DP_KIND_CODES, RECOMPUTE_CODES, DataParallel, Recompute, schedule_code
 
 __all__ = [
-    "DP_KIND_CODES",
-    "RECOMPUTE_CODES",
+    "parameter_copies",
     "MASTER_WEIGHT_BYTES",
     "ModelState",
     "dp_kind_code",
@@ -48,22 +47,12 @@ __all__ = [
     "activation_bytes_extras",
 ]
 
-DP_KIND_CODES: dict[DataParallel, int] = {
-    DataParallel.DDP: 0,
-    DataParallel.ZERO1: 1,
-    DataParallel.ZERO2: 2,
-    DataParallel.ZERO3: 3,
-    DataParallel.FSDP: 4,
-}
-"""Integer code of each data-parallel kind, for sweeps that carry it as an int array."""
+_PARAMETER_COPIES = np.array([1, 1, 1, 1, 1, 2])  # DualPipe holds stage i and stage p-1-i, DSV3 Table 2
 
-RECOMPUTE_CODES: dict[Recompute, int] = {
-    Recompute.NONE: 0,
-    Recompute.SELECTIVE: 1,
-    Recompute.FULL: 2,
-    Recompute.SELECTIVE_OP: 3,
-}
-"""Integer code of each recompute mode, for sweeps that carry it as an int array."""
+
+def parameter_copies(schedule) -> np.ndarray:
+    """Copies of one stage's parameters each rank holds: 2 for DualPipe, else 1 (int array)."""
+    return _PARAMETER_COPIES[schedule_code(schedule)]
 
 MASTER_WEIGHT_BYTES = 4
 """FP32 master copy of a parameter inside ZeRO's K = 12 (master 4 + Adam momentum 4 + variance 4)."""

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.a2a.routing import busiest_gpu_factors
 from stepbudget.enums import Activation, AttentionKernel, Positions
 from stepbudget.inputs.hardware import Kernels
 from stepbudget.inputs.model import Model
+from stepbudget.plan.routing import busiest_gpu_factors
 
 ATTENTION_BWD_RATIO = 2.5
 """FlashAttention backward FLOPs over forward: 5 matmuls against 2 (FlashAttention-2 §3.2)."""

@@ -6,7 +6,7 @@ Perfetto. Link sharing is ``maxmin_rates`` (progressive filling over arrays).
 
 from stepbudget.sim.engine import Engine, Network, Priority, SimEvent, Streams, simulate
 from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
-from stepbudget.sim.links import FlowLinks, flows_to_csr, maxmin_rates, maxmin_rates_csr
+from stepbudget.maxmin import FlowLinks, flows_to_csr, maxmin_rates, maxmin_rates_csr
 from stepbudget.sim.timeline import Timeline, trace_events
 
 __all__ = [

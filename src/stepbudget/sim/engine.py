@@ -31,7 +31,7 @@ from functools import partial
 import numpy as np
 
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.sim.links import FlowLinks, gather_csr, maxmin_rates_unchecked
+from stepbudget.maxmin import FlowLinks, gather_csr, maxmin_rates_unchecked
 from stepbudget.sim.timeline import Timeline
 
 __all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "simulate"]
@@ -123,7 +123,7 @@ class Network:
     """Links shared by flows; ``on_finish(flows)`` is called with the ids that complete.
 
     ``flow_links`` lists, for every flow id that may ever start, the links it crosses.
-    Rates are max-min fair (``sim.links``) and are recomputed once per
+    Rates are max-min fair (``maxmin``) and are recomputed once per
     instant at which any flow started or finished; ``on_rates(flows, rates_Bps)``,
     if given, sees every new allocation.
     """
@@ -313,7 +313,7 @@ def simulate(
     Shapes: ``link_capacity_Bps (L,)`` in bytes/s with ``L >= graph.num_links``;
     ``link_rate_multiplier (L,)`` scales each link (0.5 = a link at half rate);
     ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter,
-    drawn by the caller). Links are shared max-min fair (``sim.links``); ``observer`` is
+    drawn by the caller). Links are shared max-min fair (``maxmin``); ``observer`` is
     told of starts, ends and rate changes.
     """
     capacity = np.asarray(link_capacity_Bps, dtype=np.float64)

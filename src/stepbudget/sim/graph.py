@@ -17,7 +17,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from stepbudget.sim.links import flows_to_csr
+from stepbudget.maxmin import flows_to_csr
 
 __all__ = ["Task", "TaskGraph", "TaskKind", "compute", "join", "transfer"]
 

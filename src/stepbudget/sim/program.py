@@ -28,9 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.budget.pipeline import SCHEDULE_CODES
 from stepbudget.budget.step import Budget
-from stepbudget.enums import Axis, Collective, Schedule
+from stepbudget.enums import SCHEDULE_CODES, Axis, Collective, Schedule
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import Task, TaskGraph, compute, join, transfer
 

@@ -21,7 +21,7 @@ from stepbudget.sim.engine import simulate
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import StepProgram, step_program
 from stepbudget.sim.timeline import Timeline
-from stepbudget.sweep.calibrate import kernel_scenario
+from stepbudget.budget.rate import kernel_scenario
 
 
 @dataclass(frozen=True)

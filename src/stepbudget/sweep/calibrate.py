@@ -13,9 +13,9 @@ share of the GPU's GEMM peak, and the changed job gets its own bubble and expose
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
+from stepbudget.budget.rate import kernel_scenario
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import RateScope
 from stepbudget.inputs.scenario import Scenario, load, preset_names
@@ -25,33 +25,6 @@ RATE_FIELDS = ("cluster.achieved_flops", "cluster.achieved_fraction", "cluster.r
 """Overrides that state the rate: they describe the measurement, not a change to the job."""
 NAME_FIELDS = ("name", "description", "source")
 """Overrides that change nothing a step costs."""
-
-
-def _with_rate(sc: Scenario, rate: float) -> Scenario:
-    cluster = sc.cluster.model_copy(update={"achieved_flops": rate, "rate_scope": RateScope.KERNEL})
-    return sc.model_copy(update={"cluster": cluster})
-
-
-def kernel_scenario(sc: Scenario) -> tuple[Scenario, float | None]:
-    """``sc`` with a kernel-scope rate, and that rate if it had to be calibrated (else None)."""
-    if sc.cluster.rate_scope == RateScope.KERNEL:
-        return sc, None
-    plan = derive(sc)
-    measured, step_rate = float(estimate(plan).step_s), float(plan.flops_rate)
-
-    def step_at(rate: float) -> float:  # only the rate and its scope change: the plan is derived once
-        return float(estimate(dataclasses.replace(plan, flops_rate=rate, rate_scope=RateScope.KERNEL)).step_s)
-
-    lo, hi = step_rate, step_rate
-    while step_at(hi) > measured:  # kernel rate >= step rate
-        hi *= 2
-        if hi > 1e3 * step_rate:  # exposed time alone exceeds the measurement: keep the step rate
-            return _with_rate(sc, step_rate), step_rate
-    for _ in range(60):  # bisection on a step time that falls as the rate rises
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if step_at(mid) > measured else (lo, mid)
-    rate = 0.5 * (lo + hi)
-    return _with_rate(sc, rate), rate
 
 
 def at_kernel_fraction(sc: Scenario, fraction: float) -> Scenario:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stepbudget import firstorder as fo
-from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
+from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
-from stepbudget.enums import Axis, RateScope
+from stepbudget.enums import SCHEDULE_BY_CODE, Axis, RateScope
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import RATE_FIELDS, carried, kernel_of

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.budget.memory import memory_per_gpu
-from stepbudget.budget.pipeline import SCHEDULE_BY_CODE, check_schedule
+from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
-from stepbudget.enums import Axis
+from stepbudget.enums import SCHEDULE_BY_CODE, Axis
 from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import kernel_scenario
+from stepbudget.budget.rate import kernel_scenario
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import kernel_scenario
+from stepbudget.budget.rate import kernel_scenario
 from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, layout_space
 from stepbudget.sweep.store import BOOLS, CODE_NAMES, ParquetSink
 

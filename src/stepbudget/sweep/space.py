@@ -24,12 +24,11 @@ from typing import Iterator
 
 import numpy as np
 
-from stepbudget.budget.pipeline import SCHEDULE_CODES, schedule_valid
-from stepbudget.enums import DataParallel, Recompute, Schedule
+from stepbudget.budget.pipeline import schedule_valid
+from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES, DataParallel, Recompute,
+                              Schedule)
 from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario
-from stepbudget.plan.derive import CP_KIND_CODES
-from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
 MIN_TOKENS_PER_CP_RANK = 1024
 """CP below 1K tokens per rank leaves attention blocks too small to hide their exchange (Llama 3 runs 8K per rank at 128K)."""

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stepbudget.budget.pipeline import SCHEDULE_CODES
+from stepbudget.enums import CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.plan.derive import CP_KIND_CODES
-from stepbudget.plan.memory import DP_KIND_CODES, RECOMPUTE_CODES
 
 # coded columns are written as dictionary-encoded strings: readable in any Parquet reader
 CODE_NAMES = {

@@ -1,0 +1,62 @@
+"""Imports run one way: inputs -> plan -> budget -> its analyses (a2a, sim, wire, first-order) -> sweep and
+validation -> views -> cli and web. A module may import its own layer and the layers below, never above."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "stepbudget"
+
+LAYERS = (
+    {"units", "enums", "_html", "maxmin"},
+    {"inputs"},
+    {"plan"},
+    {"budget"},
+    {"a2a", "sim", "wire", "firstorder"},
+    {"validation", "sweep"},
+    {"views"},
+    {"cli", "web"},
+)
+"""Each module's first name under stepbudget, by layer, lowest first."""
+APART = {("a2a", "sim"), ("sim", "a2a")}
+"""Same-layer pairs that stay apart (both build on the one max-min core, maxmin.py)."""
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    """The stepbudget modules ``path`` imports (``from stepbudget import units`` is stepbudget.units)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "stepbudget":
+                out |= {f"stepbudget.{a.name}" for a in node.names}
+            elif node.module.startswith("stepbudget."):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("stepbudget")}
+    return out
+
+
+MODULES = sorted(p for p in SRC.rglob("*.py") if p.name != "__init__.py" or p.parent != SRC)
+
+
+def test_every_module_has_a_layer():
+    assert {_part(p) for p in MODULES} <= set(LAYER)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(SRC)) for p in MODULES])
+def test_a_module_imports_only_its_layer_and_below(path):
+    mine = _part(path)
+    for module in _imports(path):
+        theirs = module.split(".")[1] if module.count(".") else ""
+        assert theirs in LAYER, f"{module}: the package's public API (stepbudget/__init__) is for users, not modules"
+        assert LAYER[theirs] <= LAYER[mine], f"{mine} imports {module}, a layer above it"
+        assert (mine, theirs) not in APART, f"{mine} imports {module}"
