@@ -52,3 +52,27 @@ def test_printed_block_figures_are_the_tools(block, monkeypatch, tmp_path):
     assert shown, f"no figures in the README block of {command!r}"
     missing = sorted(shown - printed)
     assert not missing, f"{command!r}: the README shows {missing}, which the tool no longer prints"
+    rows: dict[str, tuple[set[str], int]] = {}
+    for line in result.output.splitlines():  # the tool's rows by their label, the words before the first figure
+        seen, width = rows.get(_label(line), (set(), 0))
+        rows[_label(line)] = (seen | figures(line), max(width, len(line.rstrip())))
+    for line in output:
+        label = _label(line)
+        # a row the tool prints under the same label shows the same figures; a note the tool wraps onto more
+        # lines than the README does (longer here than there) is checked against the whole output above
+        if label and label in rows and len(line.rstrip()) <= rows[label][1] + 10:
+            wrong = sorted(figures(line) - rows[label][0])
+            assert not wrong, f"{command!r}: the README's row {label!r} shows {wrong}, not what the tool prints there"
+
+
+_BOX = str.maketrans({c: " " for c in "│┃┡━╇┩└┘┌┐─┼┬┴╭╮╰╯║┏┓┗┛╋┳┻┣┫"})
+
+
+def _label(line: str) -> str:
+    """A row's label: its words before the first figure, or the first figure where the row starts with one (a
+    table's GPU count), box characters and spacing aside."""
+    text = re.sub(r"\s+", " ", MACHINE_TIMED.sub("", line.translate(_BOX))).strip()
+    first = FIGURE.search(text)
+    if first is None:
+        return ""
+    return text[:first.start()].strip() or first.group(0)

@@ -210,9 +210,13 @@ def test_counter_never_exceeds_line_rate_and_stays_within_its_bounds(train, wind
 
 @settings(max_examples=200, deadline=None)
 @given(st.floats(0.0, 1e3), st.floats(1e-6, 1e3))
-def test_duty_cycle_lies_in_0_1(comm_s, extra_s):
-    D = duty_cycle(comm_s, comm_s + extra_s)
-    assert 0.0 <= D <= 1.0
+def test_duty_cycle_is_the_busy_share_of_the_step_and_no_more(comm_s, extra_s):
+    step_s = comm_s + extra_s
+    D = duty_cycle(comm_s, step_s)
+    assert 0.0 <= D <= 1.0 and D * step_s == pytest.approx(comm_s, abs=1e-12)  # formulas.md 8.1
+    assert duty_cycle(comm_s, 2 * step_s) == pytest.approx(D / 2, abs=1e-15)  # twice the step, half the share
+    with pytest.raises(ValueError, match="comm_s"):  # busy longer than the step: the step left it out
+        duty_cycle(step_s * 1.001 + 1e-9, step_s)
 
 
 @settings(max_examples=100, deadline=None)

@@ -28,8 +28,9 @@ def test_pair_skew_rows_are_equal_and_pairs_spread_like_fasts_measurement():
 def test_fast_speedup_on_zipf_08_pairs_is_fasts_1_2_to_1_4():
     # FAST 5: 4 servers x 8 H200, one 400 Gb/s NIC per GPU, Zipf 0.8: 1.2-1.3x over NCCL
     speedups = [alltoall_times(pair_skew_matrix(32, 64e6, 0.8, rng=seed), 4, 8, 50e9, 450e9, 5e-6).speedup
-                for seed in range(4)]
-    assert 1.1 < np.mean(speedups) < 1.5  # (balanced loads: test_timing.py, within 5 %)
+                for seed in range(8)]
+    assert 1.2 <= np.mean(speedups) <= 1.4  # 1.30 over 8 calls (balanced loads: test_timing.py, within 5 %)
+    assert all(s > 1 for s in speedups)  # the schedule never loses to the plain all-to-all on a skewed call
 
 
 @given(st.integers(1, 32).map(lambda e: 8 * e), st.integers(1, 8), st.sampled_from([1, 2, 4, 8]),
