@@ -64,7 +64,8 @@ def one_case(preset: str, sets: list[str], gpus: int | None) -> dict:
     scalar_per_layout = (time.perf_counter() - t0) / len(rows)
     t0 = time.perf_counter()
     for row in rows:  # without validation: the evaluation alone
-        plan = sb.derive(base, {k: np.asarray(v) for k, v in row.items() if k not in CODE_NAMES} | {k: row[k] for k in CODE_NAMES})
+        values = {k: np.asarray(v) for k, v in row.items() if k not in CODE_NAMES}
+        plan = sb.derive(base, values | {k: row[k] for k in CODE_NAMES})
         sb.estimate(plan), memory_per_gpu(plan)
     scalar_eval_only = (time.perf_counter() - t0) / len(rows)
     return {

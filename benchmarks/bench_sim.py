@@ -38,7 +38,8 @@ def bench(num_ranks: int) -> None:
     expected_s = ring_factor(Collective.ALL_REDUCE, num_ranks) * SIZE_BYTES / LINK_BPS  # ring, nccl-tests
     flows = graph.num_tasks
     print(
-        f"ring all-reduce, {num_ranks:>5} GPUs: {flows:>9,} flows in {int(ring_steps(Collective.ALL_REDUCE, num_ranks)):>5} steps | "
+        f"ring all-reduce, {num_ranks:>5} GPUs: {flows:>9,} flows in "
+        f"{int(ring_steps(Collective.ALL_REDUCE, num_ranks)):>5} steps | "
         f"build {build_s:6.3f} s | simulate {wall_s:6.3f} s (best of {REPEATS}; "
         f"all {', '.join(f'{w:.3f}' for w in walls)}) | "
         f"{2 * flows / wall_s / 1e6:5.2f} M flow events/s (start+end), "

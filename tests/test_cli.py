@@ -14,7 +14,8 @@ from stepbudget.cli import app
 from stepbudget.inputs.scenario import preset_names
 
 runner = CliRunner()
-KEYS = {"flops_per_gpu", "compute_s", "bubble_s", "exposed_comm_s", "step_s", "mfu", "comm_share", "intensity", "balance", "exchanges"}
+KEYS = {"flops_per_gpu", "compute_s", "bubble_s", "exposed_comm_s", "step_s", "mfu", "comm_share", "intensity", "balance",
+        "exchanges"}
 ROW_KEYS = {"dim", "collective", "group", "message_bytes", "calls", "bytes_per_gpu", "link", "time_s", "exposed_s"}
 
 

@@ -61,7 +61,7 @@ def test_first_order_dp_bytes_are_the_full_models(budget_of):
 
 
 def test_panel_5_4_exercises():
-    s = lambda **kw: fo.strong_scaling(**{**LLAMA, "M": 128, "nic_Bps": NIC, "phi": 0.9, "peak_flops": 989e12, **kw})
+    s = lambda **kw: fo.strong_scaling(**{**LLAMA, "M": 128, "nic_Bps": NIC, "phi": 0.9, "peak_flops": 989e12, **kw})  # noqa: E731
     base, group_1 = s(), s(M=1)
     assert round(float(group_1.comm_s / group_1.compute_s)) == 5  # communication about five times compute
     assert float(group_1.mfu) < 0.1 < 0.4 < float(base.mfu)  # the MFU collapses

@@ -29,7 +29,8 @@ def test_parse_reads_human_units(text, kind, expected):
     assert parse(text, kind) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text, kind", [("400Gbx", "rate"), ("fast", "rate"), ("141GB", "rate"), ("1e999", "bytes"), (True, "bytes")])
+@pytest.mark.parametrize("text, kind", [("400Gbx", "rate"), ("fast", "rate"), ("141GB", "rate"), ("1e999", "bytes"),
+                                        (True, "bytes")])
 def test_parse_rejects_with_the_expected_spelling(text, kind):
     with pytest.raises(UnitError, match="e.g.|like|finite"):
         parse(text, kind)

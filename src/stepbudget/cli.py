@@ -165,7 +165,8 @@ def scale(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     gpus: Annotated[str, typer.Option("--gpus", help="Comma-separated GPU counts, e.g. 8192,16384,32768.")] = "",
     sets: Sets = None,
-    weak: Annotated[bool, typer.Option("--weak", help="Keep the batch per replica (weak scaling), not the global batch.")] = False,
+    weak: Annotated[bool, typer.Option(
+        "--weak", help="Keep the batch per replica (weak scaling), not the global batch.")] = False,
     research: Annotated[bool, typer.Option("--research", help="Search the best layout again at each size.")] = False,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write the curve to FILE.html, FILE.png or FILE.svg.")] = None,
     as_json: AsJson = False,
@@ -194,7 +195,8 @@ def whatif(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     vary: Annotated[Optional[list[str]], typer.Option(
         "--vary", help="One variant: KEY=VALUE pairs separated by spaces (repeatable, one per variant).")] = None,
-    chapter: Annotated[bool, typer.Option("--chapter", help="Add the chapter's cases (HBM, batch, MoE, 128K, NIC, NVLink, GPU).")] = False,
+    chapter: Annotated[bool, typer.Option(
+        "--chapter", help="Add the chapter's cases (HBM, batch, MoE, 128K, NIC, NVLink, GPU).")] = False,
     sets: Sets = None,
     as_json: AsJson = False,
 ) -> None:
@@ -347,8 +349,10 @@ def wire(
 def moe(
     scenario: ScenarioArg = "deepseek-v3",
     sets: Sets = None,
-    skew: Annotated[str, typer.Option("--skew", help="uniform, zipf:S (pairs, FAST's benchmark) or experts:S (hot experts).")] = "uniform",
-    servers: Annotated[Optional[int], typer.Option("--servers", help="Servers in the EP group (default: from the layout).")] = None,
+    skew: Annotated[str, typer.Option(
+        "--skew", help="uniform, zipf:S (pairs, FAST's benchmark) or experts:S (hot experts).")] = "uniform",
+    servers: Annotated[Optional[int], typer.Option(
+        "--servers", help="Servers in the EP group (default: from the layout).")] = None,
     gpus_per_server: Annotated[Optional[int], typer.Option("--gpus-per-server", help="GPUs per server in the EP group.")] = None,
     matrix: Annotated[Optional[str], typer.Option("--matrix", help="A measured matrix in bytes: FILE.csv or FILE.npy.")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed for routing.")] = 0,

@@ -104,7 +104,7 @@ def balance(F, bandwidth_Bps) -> np.ndarray:
 
 def attainable(intensity, F, bandwidth_Bps) -> np.ndarray:
     """The roofline: FLOP/s reachable at ``intensity`` FLOP/B when a link of ``bandwidth_Bps`` feeds a GPU of ``F``."""
-    I, F, bw = _arrays(intensity, F, bandwidth_Bps)
+    I, F, bw = _arrays(intensity, F, bandwidth_Bps)  # noqa: E741 (the chapter's symbol)
     return np.minimum(F, I * bw)  # Williams, Waterman, Patterson 2009; chapter 5.2
 
 
@@ -198,8 +198,9 @@ def strong_scaling(N, G, B, M, nic_Bps, F, phi, peak_flops, grad_bytes=BF16) -> 
     hidden = np.minimum(phi * comm, comp)  # hidden time cannot exceed the compute it hides behind (chapter 5.4)
     exposed = comm - hidden  # (1 - phi) T_comm while phi T_comm <= T_comp
     step = comp + exposed  # T_step = T_comp + T_exposed (chapter 5.4)
-    return StrongScaling(dp=D, dp_factor=dp_factor(D), compute_s=comp, bytes_per_gpu=sent, comm_s=comm, comm_share=comm / (comp + comm),
-                         hidden_s=hidden, exposed_s=exposed, step_s=step, mfu=F / peak * comp / step)
+    return StrongScaling(dp=D, dp_factor=dp_factor(D), compute_s=comp, bytes_per_gpu=sent, comm_s=comm,
+                         comm_share=comm / (comp + comm), hidden_s=hidden, exposed_s=exposed, step_s=step,
+                         mfu=F / peak * comp / step)
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,9 @@ def test_maxmin_is_feasible_and_fair(flows):
     assert (r > 0).all()
     assert (load <= caps * (1 + 1e-9)).all()  # never above any link capacity
     for f, ls in enumerate(links):  # each flow has a full link where nobody runs faster
-        users = [[g for g, other in enumerate(links) if l in other] for l in ls]
-        assert any(load[l] >= caps[l] * (1 - 1e-9) and r[f] >= max(r[u]) * (1 - 1e-9) for l, u in zip(ls, users))
+        users = [[g for g, other in enumerate(links) if link in other] for link in ls]
+        assert any(load[link] >= caps[link] * (1 - 1e-9) and r[f] >= max(r[u]) * (1 - 1e-9)
+                   for link, u in zip(ls, users))
 
 
 def test_fluid_flows_speed_up_when_others_finish():

@@ -74,7 +74,7 @@ def test_strong_scaling_compute_halves_dp_stays(gpus):
     # 5.4: T_comp = 6NB/(GX) halves with G; T_comm = (D-1)/D * 4N/(M beta) stays; (D-1)/D > 0.87 for D >= 8
     mp = 128
     base = sb.load("llama3-405b", ["layout.dp_kind=ddp", "precision.grads=bf16", "cluster.nic_latency_s=0"])
-    at = lambda g: sb.estimate(sb.derive(sb.load("llama3-405b", [
+    at = lambda g: sb.estimate(sb.derive(sb.load("llama3-405b", [  # noqa: E731
         "layout.dp_kind=ddp", "precision.grads=bf16", "cluster.nic_latency_s=0",
         f"cluster.gpus={g}", f"layout.dp={g // mp}"])))
     b, b2 = at(gpus), at(gpus * 2) if gpus < 131072 else None

@@ -234,7 +234,7 @@ schedules = st.sampled_from(list(Schedule))
     backward_ratio=st.floats(0.5, 4),
 )
 def test_bubble_fraction_non_increasing_in_m_and_v(schedule, p, m, dm, v, dv, w_frac, backward_ratio):
-    frac = lambda m, v: float(bubble_fraction(schedule, p, m, v, w_frac=w_frac, backward_ratio=backward_ratio))
+    frac = lambda m, v: float(bubble_fraction(schedule, p, m, v, w_frac=w_frac, backward_ratio=backward_ratio))  # noqa: E731
     assert frac(m + dm, v) <= frac(m, v) + 1e-12
     assert frac(m, v + dv) <= frac(m, v) + 1e-12
     assert frac(m, v) >= 0

@@ -95,8 +95,10 @@ def test_missing_section(tmp_path):
 
 
 @settings(max_examples=40, deadline=None)
-@given(key=st.sampled_from(["layout.tp", "layout.pp", "layout.dp", "model.hidden_size", "cluster.nic_Bps", "batch.global_batch_seqs", "model.seq_len"]),
-       value=st.one_of(st.integers(-5, 0), st.text(alphabet="xyz!@", min_size=1, max_size=4), st.sampled_from(["1e999", "!", ""])))
+@given(key=st.sampled_from(["layout.tp", "layout.pp", "layout.dp", "model.hidden_size", "cluster.nic_Bps",
+                            "batch.global_batch_seqs", "model.seq_len"]),
+       value=st.one_of(st.integers(-5, 0), st.text(alphabet="xyz!@", min_size=1, max_size=4),
+                       st.sampled_from(["1e999", "!", ""])))
 def test_any_bad_value_is_one_line_exit_2(key, value):
     fails("budget", "llama3-405b", "--set", f"{key}={value}")
 

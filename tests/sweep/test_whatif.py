@@ -108,7 +108,8 @@ def test_a_variant_that_sets_its_rate_keeps_it():
 @pytest.mark.parametrize("text, want", [
     ("layout.pp=8 cluster.gpus=8192", ("layout.pp=8", "cluster.gpus=8192")),
     ("layout.pp=8;cluster.gpus=8192", ("layout.pp=8", "cluster.gpus=8192")),
-    ("model.moe='{num_experts: 16, top_k: 2, expert_ffn_size: 26624}'", ("model.moe={num_experts: 16, top_k: 2, expert_ffn_size: 26624}",)),
+    ("model.moe='{num_experts: 16, top_k: 2, expert_ffn_size: 26624}'",
+     ("model.moe={num_experts: 16, top_k: 2, expert_ffn_size: 26624}",)),
 ])
 def test_parse_vary(text, want):
     assert parse_vary(text) == want

@@ -55,7 +55,8 @@ class Scenario(Frozen):
         if m.num_heads % lay.tp:
             raise ValueError(f"layout.tp: {m.num_heads} attention heads are not divisible by tp = {lay.tp}; use a divisor")
         if m.mla is None and m.kv_heads % lay.tp:
-            raise ValueError(f"layout.tp: {m.kv_heads} KV heads are not divisible by tp = {lay.tp}; use a divisor of {m.kv_heads}")
+            raise ValueError(f"layout.tp: {m.kv_heads} KV heads are not divisible by tp = {lay.tp}; "
+                             f"use a divisor of {m.kv_heads}")
         if lay.cp > 1 and m.seq_len % (2 * lay.cp):
             raise ValueError(
                 f"layout.cp: seq_len {m.seq_len} must split into 2*cp = {2 * lay.cp} equal chunks for causal balance; "
@@ -234,7 +235,8 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     else:
         preset = _PRESETS / f"{ref}.yaml"
         if not preset.is_file():
-            raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} or give a .yaml/.toml path")
+            raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} "
+                                "or give a .yaml/.toml path")
         data = copy.deepcopy(_preset_data(ref))
     base = data.pop("base", None)
     if base is not None:

@@ -160,7 +160,8 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
             empty = (f"batch: no DP degree on {n} GPUs divides the {seqs} sequences per step (smallest DP is "
                      f"{smallest}); use a global batch that is a multiple of the DP degree or fewer GPUs")
         else:
-            empty = f"no split of {model.num_layers} layers and {model.num_heads} heads uses exactly {n} GPUs; try another GPU count"
+            empty = (f"no split of {model.num_layers} layers and {model.num_heads} heads uses exactly {n} GPUs; "
+                     "try another GPU count")
     mbs = [b for b in _powers_of_two(MAX_MICRO_BATCH) if b <= seqs]
     choices = np.array(
         [

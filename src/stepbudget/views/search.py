@@ -14,7 +14,8 @@ from stepbudget.views.memory import memory_dict
 from stepbudget.views.tables import budget_dict, degrees_label, dp_label, schedule_label
 
 _TERMS = ("compute_s", "bubble_s", *(f"exposed_{d.value}_s" for d in DIMS))
-_TERM_NAMES = {"compute_s": "compute", "bubble_s": "bubble", **{f"exposed_{d.value}_s": f"exposed {d.value.upper()}" for d in DIMS}}
+_TERM_NAMES = {"compute_s": "compute", "bubble_s": "bubble",
+               **{f"exposed_{d.value}_s": f"exposed {d.value.upper()}" for d in DIMS}}
 
 
 def row_label(row: dict) -> str:
@@ -95,7 +96,8 @@ def summary_lines(result: SearchResult) -> list[str]:
     if r.schedule_invalid:
         lines.append(f"skipped {r.schedule_invalid:,} candidates a schedule rejects (micro-batches per pipeline)")
     if r.calibrated_rate is not None:
-        lines.append(f"kernel rate {fmt_flops(r.calibrated_rate)}: calibrated so the scenario's own layout keeps its measured step time")
+        lines.append(f"kernel rate {fmt_flops(r.calibrated_rate)}: calibrated so the scenario's own layout keeps "
+                     "its measured step time")
     return lines
 
 

@@ -122,7 +122,8 @@ def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: fl
     t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
     t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
     t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
-              ("inside the rate, not added" if budget.bubble_in_rate else f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"))
+              ("inside the rate, not added" if budget.bubble_in_rate
+               else f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"))
     t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
     t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step")
     if d["contention_s"]:
@@ -236,5 +237,5 @@ def roofline_table(budget: Budget) -> Table:
 
 def budget_tables(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> list[Table]:
     """What `budget` prints: the summary, the exchanges, the operators (operator model) and the roofline."""
-    return [summary_table(budget, kernel, carried_rate), exchanges_table(budget), *([operators_table(budget)] if budget.plan.operators else []),
-            roofline_table(budget)]
+    return [summary_table(budget, kernel, carried_rate), exchanges_table(budget),
+            *([operators_table(budget)] if budget.plan.operators else []), roofline_table(budget)]

@@ -50,7 +50,8 @@ def wire_table(w: Wire) -> Table:
     t.add_row(f"buffer for {d['k_converging']:g} converging bursts", fmt_bytes(d["buffer_bytes"]),
               f"(k - 1) x burst x rate; the switch has {fmt_bytes(d['switch_buffer_bytes'])}: "
               + ("fits" if d["fits_in_buffer"] else f"does not fit (it absorbs {fmt_time(d['max_burst_s'])} of burst)"))
-    t.add_row("flows per GPU", f"{d['flows_per_gpu']:g}", f"entropy {d['flow_entropy_bits']:.1f} bits (Meta: ~4 QPs per ring, ~15 per all-to-all)")
+    t.add_row("flows per GPU", f"{d['flows_per_gpu']:g}",
+              f"entropy {d['flow_entropy_bits']:.1f} bits (Meta: ~4 QPs per ring, ~15 per all-to-all)")
     if not idle:
         t.add_row("burstiness (CV)", f"{d['cv_synchronized']:.2f}", f"flows in lockstep; {d['cv_if_independent']:.2f} "
                   f"if independent, {d['cv_1000_web_flows']:.3f} for 1,000 web-like flows")

@@ -17,7 +17,8 @@ from stepbudget.views.figures import _atomic
 
 FORMATS = (".html", ".png", ".svg")
 _DASH = {"dot": ":", "dash": "--", "dashdot": "-.", "solid": "-", None: "-"}
-_SYMBOL = {"circle": "o", "circle-open": "o", "square": "s", "square-open": "s", "line-ns-open": "|", "diamond": "D", "x": "x", "triangle-up": "^", None: "o"}
+_SYMBOL = {"circle": "o", "circle-open": "o", "square": "s", "square-open": "s", "line-ns-open": "|", "diamond": "D",
+           "x": "x", "triangle-up": "^", None: "o"}
 
 
 def write(figure: dict, path: str | os.PathLike, option: str = "--out") -> None:

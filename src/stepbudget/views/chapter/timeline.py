@@ -239,7 +239,8 @@ def bucket_deadlines(lang: str, ref: str, sets: list[str]) -> dict:
     rows = _row_labels(lang)
     kinds = [k for k in _ORDER if any(_kind(r, x) == k for r in (full, half) for x in _stage0(r))]
     data = [{"type": "bar", "orientation": "h", "name": t(lang, f"fig.5.1.kind.{kind}"), "x": [], "base": [], "y": [],
-             "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}}, "hovertemplate": "%{customdata}<extra>%{fullData.name}</extra>"}
+             "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
+             "hovertemplate": "%{customdata}<extra>%{fullData.name}</extra>"}
             for kind in kinds]
     data.append({"type": "scatter", "mode": "markers", "name": t(lang, "fig.anim-5.1.miss"), "x": [], "y": [],
                  "marker": {"symbol": "x", "size": 12, "color": "#c0392b"},

@@ -76,7 +76,8 @@ def _assumed(lang: str, code: str, v: dict) -> str:
 def _totals(lang: str, view: dims.DimensionView) -> list:
     b = view.budget
     total, nic = b.by_dim("bytes_per_gpu"), b.by_dim("nic_bytes")
-    return [ui.tile(f"p53-t-total-{d}", t(lang, f"dim.{d}"), fmt.data(float(total[d])), t(lang, "p53.on_nic", bytes=fmt.data(float(nic[d]))))
+    return [ui.tile(f"p53-t-total-{d}", t(lang, f"dim.{d}"), fmt.data(float(total[d])),
+                    t(lang, "p53.on_nic", bytes=fmt.data(float(nic[d]))))
             for d in ("tp", "cp", "pp", "dp", "ep") if float(total[d]) > 0]
 
 
@@ -86,9 +87,9 @@ def _table(lang: str, view: dims.DimensionView) -> html.Table:
     rows, classes = [], []
     for r in view.rows:
         path = t(lang, f"p53.path.{'critical' if r.critical else 'overlappable'}.{r.status}")
-        rows.append([t(lang, f"dim.{r.dim}"), f"{t(lang, 'coll.' + r.collective)} {t(lang, 'what.' + r.what)}", fmt.number(r.group),
-                     fmt.data(r.message_bytes), fmt.number(r.calls), fmt.data(r.bytes_per_gpu), fmt.data(r.nic_bytes),
-                     fmt.data(r.nvlink_bytes), fmt.time(lang, r.time_s), fmt.time(lang, r.exposed_s), path,
+        rows.append([t(lang, f"dim.{r.dim}"), f"{t(lang, 'coll.' + r.collective)} {t(lang, 'what.' + r.what)}",
+                     fmt.number(r.group), fmt.data(r.message_bytes), fmt.number(r.calls), fmt.data(r.bytes_per_gpu),
+                     fmt.data(r.nic_bytes), fmt.data(r.nvlink_bytes), fmt.time(lang, r.time_s), fmt.time(lang, r.exposed_s), path,
                      fmt.data(r.per_layer_bytes) if r.per_layer_bytes is not None else "–"])
         classes.append(f"dim-{r.dim} {r.status}")
     return ui.table("p53-table", header, rows, classes)

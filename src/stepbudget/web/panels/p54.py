@@ -33,8 +33,10 @@ def compute(lang: str, v: dict) -> list:
     time = lambda x: fmt.time(lang, float(x))  # noqa: E731
     tiles = [
         ui.tile("p54-t-compute", t(lang, "p54.t.compute"), time(s.compute_s)),
-        ui.tile("p54-t-comm", t(lang, "p54.t.comm"), time(s.comm_s), t(lang, "p54.n.comm", bytes=fmt.data(float(s.bytes_per_gpu)))),
-        ui.tile("p54-t-factor", t(lang, "p54.t.factor"), f"{float(s.dp_factor):.4f}", t(lang, "p54.n.factor", D=fmt.number(float(s.dp)))),
+        ui.tile("p54-t-comm", t(lang, "p54.t.comm"), time(s.comm_s),
+                t(lang, "p54.n.comm", bytes=fmt.data(float(s.bytes_per_gpu)))),
+        ui.tile("p54-t-factor", t(lang, "p54.t.factor"), f"{float(s.dp_factor):.4f}",
+                t(lang, "p54.n.factor", D=fmt.number(float(s.dp)))),
         ui.tile("p54-t-share", t(lang, "p54.t.share"), fmt.percent(float(s.comm_share)),
                 flag="bad" if float(s.comm_s) > float(s.compute_s) else ""),
         ui.tile("p54-t-exposed", t(lang, "p54.t.exposed"), time(s.exposed_s), t(lang, "p54.n.exposed", hidden=time(s.hidden_s))),
