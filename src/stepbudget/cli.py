@@ -180,7 +180,8 @@ def scale(
     _check_plot(plot)
     try:
         sizes = parse_gpus(gpus or str(sc.cluster.gpus))
-        curve = run_scale(sc, sizes, weak=weak, research=research)
+        with _progress(research and not as_json, "searching each size", "sizes") as bar:
+            curve = run_scale(sc, sizes, weak=weak, research=research, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
@@ -245,7 +246,8 @@ def validate(
     try:
         if runs and not all(r.strip() for r in runs):
             fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
-        rows, summaries = run_validate(runs or None)
+        with _progress(not as_json, "predicting", "runs") as bar:
+            rows, summaries = run_validate(runs or None, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
@@ -301,7 +303,9 @@ def simulate(
     mc = tails = None
     if steps > 1 or jit.any:
         R = replicas or int(budget.plan.dp)
-        mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate)
+        with _progress(not as_json, "simulating", "pipelines") as bar:
+            mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate,
+                             progress=bar)
         tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
     if trace is not None:
         _save(write_trace, result, trace)
@@ -500,15 +504,15 @@ def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None
 
 
 @contextmanager
-def _progress(show: bool):
-    """A rich progress bar on stderr while a long run goes; yields its update callback."""
+def _progress(show: bool, doing: str = "searching", what: str = "candidates"):
+    """A rich progress bar on stderr while a long run goes; yields its update callback ``(done, total)``."""
     err = Console(stderr=True)
     if not show or not err.is_terminal:  # pipes and logs get the result, not a bar's redraws
         yield None
         return
-    with Progress(*Progress.get_default_columns(), TextColumn("{task.completed:,.0f} candidates"),
+    with Progress(*Progress.get_default_columns(), TextColumn(f"{{task.completed:,.0f}} {what}"),
                   console=err, transient=True) as bar:
-        task = bar.add_task("searching", total=None)
+        task = bar.add_task(doing, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 

@@ -214,3 +214,10 @@ def test_program_size_says_about_how_many_tasks_a_step_is(name, budgets):
 
     tasks = step_program(budgets[name]).graph.num_tasks
     assert 0.9 * tasks <= program_size(budgets[name]) <= 1.1 * tasks
+
+
+def test_monte_carlo_reports_progress_pipeline_by_pipeline(budgets):
+    calls = []
+    mc = monte_carlo(budgets["hpn-gpt3-175b"], Jitter(compute_cv=0.05), steps=50, samples=6, seed=2,
+                     progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i, 6) for i in range(1, 7)] and len(mc.pipeline_s) == 6

@@ -200,3 +200,12 @@ def test_budget_set_and_whatif_vary_agree():
     b = _json("budget", "llama3-405b", "--set", "cluster.nic_Bps=200Gb/s", "--json")
     w = _json("whatif", "llama3-405b", "--vary", "cluster.nic_Bps=200Gb/s", "--json")
     assert b["step_s"] == pytest.approx(w["variants"][1]["budget"]["step_s"], rel=1e-9)
+
+
+def test_a_research_reports_progress_size_by_size():
+    from stepbudget.sweep.scaling import scale
+
+    calls = []
+    curve = scale(sb.load("hpn-gpt3-175b"), [1024, 2048], research=True,
+                  progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 2), (2, 2)] and [p.gpus for p in curve.points] == [1024, 2048]

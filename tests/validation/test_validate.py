@@ -679,3 +679,9 @@ def test_a_runs_position_embedding_decides_whether_every_layer_pays_a_rotary_pas
 def test_latent_attention_keeps_its_rotary_part():
     with pytest.raises(sb.ScenarioError, match="model.positions"):
         sb.load("deepseek-v3", ["model.positions=learned"])
+
+
+def test_validate_reports_progress_run_by_run():
+    calls = []
+    rows, _ = validate(progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i, len(rows)) for i in range(1, len(rows) + 1)]  # once a run, the last at the end

@@ -10,6 +10,8 @@ steps, and for ``replicas`` data-parallel replicas takes each step as the slowes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,19 +203,25 @@ class MonteCarlo:
 
 def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
                 seed: int = 0, contention: bool = True, program: StepProgram | None = None,
-                link_rate: float = 1.0) -> MonteCarlo:
+                link_rate: float = 1.0, progress: Callable[[int, int], None] | None = None) -> MonteCarlo:
     """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
 
     Replicas are independent pipelines that meet at every step's gradient reduction, so a step
     lasts as long as its slowest replica. ``samples`` pipelines are simulated (default
     ``min(steps, 64)``) and each step draws its ``replicas`` from them: the tail of the maximum
-    grows with the replicas while the simulation cost does not.
+    grows with the replicas while the simulation cost does not. ``progress(done, total)`` is called after
+    each simulated pipeline.
     """
     rng = np.random.default_rng(seed)
     prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
     # the scenario's fixed cost per step (cluster.step_overhead_s) follows each timeline, as in the budget
-    pipes = np.array([_run(prog, link_rate, jitter, rng).makespan_s for _ in range(n)]) + float(budget.step_overhead_s)
+    makespans = []
+    for i in range(n):
+        makespans.append(_run(prog, link_rate, jitter, rng).makespan_s)
+        if progress is not None:
+            progress(i + 1, n)
+    pipes = np.array(makespans) + float(budget.step_overhead_s)
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
 
 

@@ -13,6 +13,8 @@ its own size reproduces the measured step and other sizes get their own bubble.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,16 +78,22 @@ def parse_gpus(text: str) -> list[int]:
     return sizes
 
 
-def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research: bool = False) -> ScaleCurve:
-    """The scaling curve of ``scenario`` over ``sizes`` GPU counts (strong unless ``weak``)."""
+def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> ScaleCurve:
+    """The scaling curve of ``scenario`` over ``sizes`` GPU counts (strong unless ``weak``); with ``research``,
+    ``progress(done, total)`` is called after each size's search."""
     base, rate = kernel_scenario(scenario)
     measured = estimate(derive(scenario)) if rate is not None else None
     lay = base.layout
     group = lay.tp * lay.cp * lay.pp
     seqs0, dp0 = base.global_batch_seqs, lay.dp
     if research:
-        return ScaleCurve(base, "weak" if weak else "strong", True, [_best(base, n, seqs0, dp0, weak) for n in sizes], rate,
-                          measured)
+        points = []
+        for n in sizes:
+            points.append(_best(base, n, seqs0, dp0, weak))
+            if progress is not None:
+                progress(len(points), len(sizes))
+        return ScaleCurve(base, "weak" if weak else "strong", True, points, rate, measured)
     for n in sizes:
         if n % group:
             raise ScenarioError(

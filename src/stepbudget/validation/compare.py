@@ -7,6 +7,8 @@ linear interpolation), per source and over every predictable run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,10 +81,16 @@ def explain(paths: str | list[str] | None, run_id: str) -> tuple[Row, Budget]:
     return (Row(case, None, None) if case.reason is not None else _row(case, b)), b
 
 
-def validate(paths: str | list[str] | None = None) -> tuple[list[Row], list[Summary]]:
+def validate(paths: str | list[str] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> tuple[list[Row], list[Summary]]:
     """Every run of ``paths`` (one file or several; default: the shipped file) predicted, and summaries per
-    source then overall."""
-    rows = [predict(to_case(run)) for run in _runs(paths)]
+    source then overall. ``progress(done, total)`` is called after each run."""
+    runs = _runs(paths)
+    rows = []
+    for run in runs:
+        rows.append(predict(to_case(run)))
+        if progress is not None:
+            progress(len(rows), len(runs))
     sources = list(dict.fromkeys(r.case.source for r in rows))
     summaries = [summarize(s, [r for r in rows if r.case.source == s]) for s in sources]
     return rows, summaries + [summarize("all", rows)]
