@@ -36,8 +36,30 @@ MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
 """Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
 
 
+FLAGS = {"sizes": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
+         "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs"}
+"""The library's parameters, as its messages name them first, and the options that give them here."""
+
+
+def flagged(message: str) -> str:
+    """A library message names the library's parameter; on the command line it names the option."""
+    for name, flag in FLAGS.items():
+        if message.startswith((f"{name}:", f"{name} ")):
+            return flag + message[len(name):]
+    return message
+
+
+def _varied(text: str, parse: Callable[[str], tuple[str, ...]]) -> tuple[str, ...]:
+    """One --vary option's overrides; its parse error names the option (a variant may also be a chapter case)."""
+    try:
+        return parse(text)
+    except ScenarioError as e:
+        fail("--vary" + str(e).removeprefix("variant"))
+        raise
+
+
 def fail(message: str) -> None:
-    print(f"stepbudget: error: {message}", file=sys.stderr)
+    print(f"stepbudget: error: {flagged(message)}", file=sys.stderr)
     raise typer.Exit(2)
 
 
@@ -211,7 +233,7 @@ def whatif(
     if chapter and scenario not in CHAPTER_CASES:
         fail(f"--chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}; use --vary for {scenario!r}")
     try:
-        variants = [(text, parse_vary(text)) for text in vary or []]
+        variants = [(text, _varied(text, parse_vary)) for text in vary or []]
         if chapter:
             variants = list(CHAPTER_CASES[scenario].items()) + variants
         result = run_whatif(scenario, list(sets or []), variants)
@@ -525,7 +547,7 @@ def run() -> None:
     try:
         code = app(standalone_mode=False)
     except (ScenarioError, UnitError) as e:
-        print(f"stepbudget: error: {e}", file=sys.stderr)
+        print(f"stepbudget: error: {flagged(str(e))}", file=sys.stderr)
         sys.exit(2)
     except Exception as e:
         # Click's usage errors (an unknown option, "--steps abc"): Typer vendors Click from 0.2x on,

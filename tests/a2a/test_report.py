@@ -94,7 +94,7 @@ def test_parse_skew(text, kind, s):
 
 @pytest.mark.parametrize("text", ["zipf:-1", "zipf:x", "heavy", "zipf"])
 def test_parse_skew_rejects(text):
-    with pytest.raises(ScenarioError, match="--skew"):
+    with pytest.raises(ScenarioError, match="skew"):
         parse_skew(text)
 
 
@@ -166,5 +166,5 @@ def test_a_matrix_of_complex_or_text_values_is_refused(tmp_path):
 
     for name, values in (("c.npy", np.ones((4, 4)) * (1 + 1j)), ("s.npy", np.array([["a", "b"], ["c", "d"]]))):
         np.save(tmp_path / name, values)
-        with pytest.raises(ScenarioError, match="--matrix: .*not real numbers"):
+        with pytest.raises(ScenarioError, match="matrix: .*not real numbers"):
             load_matrix(str(tmp_path / name))

@@ -110,7 +110,7 @@ def test_sizes_that_cannot_hold_the_layout(sizes, fragment):
 
 @pytest.mark.parametrize("text", ["", "a,b", "1024,-8", "0"])
 def test_parse_gpus_rejects(text):
-    with pytest.raises(ScenarioError, match="--gpus"):
+    with pytest.raises(ScenarioError, match="sizes"):
         parse_gpus(text)
 
 

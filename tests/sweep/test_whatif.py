@@ -117,7 +117,7 @@ def test_parse_vary(text, want):
 
 @pytest.mark.parametrize("text", ["", "junk", "=3", "layout.pp='8"])
 def test_parse_vary_rejects(text):
-    with pytest.raises(ScenarioError, match="--vary"):
+    with pytest.raises(ScenarioError, match="variant"):
         parse_vary(text)
 
 

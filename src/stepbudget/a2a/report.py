@@ -44,13 +44,13 @@ def parse_skew(text: str) -> Skew:
         return Skew("uniform")
     kind, _, value = t.partition(":")
     if kind not in ("zipf", "pairs", "experts") or not value:
-        raise ScenarioError(f"--skew: {text!r} is not uniform, zipf:S or experts:S; e.g. --skew zipf:0.8")
+        raise ScenarioError(f"skew: {text!r} is not uniform, zipf:S or experts:S; e.g. zipf:0.8")
     try:
         s = float(value)
     except ValueError:
-        raise ScenarioError(f"--skew: exponent {value!r} is not a number; e.g. --skew zipf:0.8") from None
+        raise ScenarioError(f"skew: exponent {value!r} is not a number; e.g. zipf:0.8") from None
     if not 0 <= s <= 16:
-        raise ScenarioError(f"--skew: the Zipf exponent must be a number in [0, 16], got {s}; e.g. --skew zipf:0.8")
+        raise ScenarioError(f"skew: the Zipf exponent must be a number in [0, 16], got {s}; e.g. zipf:0.8")
     return Skew("experts" if kind == "experts" else "pairs", s)
 
 
@@ -126,7 +126,7 @@ def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int
         return pair_skew_matrix(n, li.tokens_per_gpu * moe.top_k * li.hidden * li.dispatch_bytes, skew.exponent,
                                 rng=seed)
     if moe.num_experts % n:
-        raise ScenarioError(f"--servers/--gpus-per-server: {moe.num_experts} experts do not split over "
+        raise ScenarioError(f"servers x gpus_per_server: {moe.num_experts} experts do not split over "
                             f"{servers}x{gpus_per_server} GPUs; use a GPU count that divides the experts")
     placement = np.arange(moe.num_experts) % n  # round-robin, as the budget's skew factor assumes
     zipf = skew.exponent if skew.kind == "experts" else "uniform"
@@ -152,7 +152,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     n = S * G
     nl_nic = None
     if matrix is not None:
-        D = check_traffic_matrix(matrix, S, G, name="--matrix")
+        D = check_traffic_matrix(matrix, S, G, name="matrix")
         skew = Skew("measured")
     else:
         D = dispatch_matrix(sc, skew, S, G, seed, li)
@@ -187,4 +187,4 @@ def load_matrix(path: str) -> np.ndarray:
             warnings.simplefilter("ignore")
             return np.loadtxt(text.splitlines(), delimiter="," if "," in text else None, ndmin=2)
     except (OSError, ValueError) as e:
-        raise ScenarioError(f"--matrix: cannot read {path!r} as CSV or .npy ({str(e).splitlines()[0]})") from None
+        raise ScenarioError(f"matrix: cannot read {path!r} as CSV or .npy ({str(e).splitlines()[0]})") from None

@@ -68,13 +68,13 @@ class ScaleCurve:
 
 
 def parse_gpus(text: str) -> list[int]:
-    """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming --gpus otherwise."""
+    """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming ``sizes`` otherwise."""
     try:
         sizes = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ScenarioError(f"--gpus: {text!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
+        raise ScenarioError(f"sizes: {text!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
     if not sizes or any(n < 1 for n in sizes):
-        raise ScenarioError(f"--gpus: {text!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
+        raise ScenarioError(f"sizes: {text!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
     return sizes
 
 
@@ -97,25 +97,25 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
     for n in sizes:
         if n % group:
             raise ScenarioError(
-                f"--gpus: {n} GPUs do not hold whole model replicas of tp*cp*pp = {group}; use multiples of {group}"
+                f"sizes: {n} GPUs do not hold whole model replicas of tp*cp*pp = {group}; use multiples of {group}"
             )
     dp = np.array([n // group for n in sizes])
     seqs = dp * (seqs0 // dp0) if weak else np.full(len(sizes), seqs0)
     if weak and seqs0 % dp0:
-        raise ScenarioError(f"--weak: {seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
+        raise ScenarioError(f"weak: {seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
     short = [(n, d) for n, d, s in zip(sizes, dp, seqs) if s % (d * lay.micro_batch)]
     if short:
         n, d = short[0]
         raise ScenarioError(
-            f"--gpus: at {n} GPUs dp = {d} and micro_batch {lay.micro_batch} do not divide the {seqs0} sequences of the "
-            f"batch; choose sizes where dp*micro_batch divides it, or use --weak"
+            f"sizes: at {n} GPUs dp = {d} and micro_batch {lay.micro_batch} do not divide the {seqs0} sequences of the "
+            f"batch; choose sizes where dp*micro_batch divides it, or scale weakly"
         )
     r = lay.dp_replicas
     split = shard_groups_split(r, lay.tp, lay.cp, dp, lay.ep, lay.expert_tp_degree, base.model.moe is not None)
     if not np.all(split):
         n, d = sizes[int(np.argmin(split))], dp[int(np.argmin(split))]
         raise ScenarioError(
-            f"--gpus: at {n} GPUs dp = {d} does not split into layout.dp_replicas = {r} shard groups of 2 or more "
+            f"sizes: at {n} GPUs dp = {d} does not split into layout.dp_replicas = {r} shard groups of 2 or more "
             "ranks; choose sizes whose dp*cp is a multiple of 2*dp_replicas, or lower dp_replicas"
         )
     points = [_evaluate(base, n, int(s), {"dp": np.asarray(d)}) for n, d, s in zip(sizes, dp, seqs)]

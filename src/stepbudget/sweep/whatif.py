@@ -73,11 +73,11 @@ def parse_vary(text: str) -> tuple[str, ...]:
     try:
         items = tuple(shlex.split(text.replace(";", " ")))
     except ValueError as e:
-        raise ScenarioError(f"--vary {text!r}: {e}; quote values that contain spaces") from None
+        raise ScenarioError(f"variant {text!r}: {e}; quote values that contain spaces") from None
     bad = [x for x in items if "=" not in x or not x.partition("=")[0]]
     if not items or bad:
-        raise ScenarioError(f"--vary {text!r}: write KEY=VALUE pairs separated by spaces, "
-                            "e.g. --vary 'layout.pp=8 cluster.gpus=8192'")
+        raise ScenarioError(f"variant {text!r}: write KEY=VALUE pairs separated by spaces, "
+                            "e.g. 'layout.pp=8 cluster.gpus=8192'")
     return items
 
 

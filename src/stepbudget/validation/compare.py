@@ -73,10 +73,10 @@ def explain(paths: str | list[str] | None, run_id: str) -> tuple[Row, Budget]:
     run = next((r for r in runs if r["id"] == run_id), None)
     if run is None:
         example = f", e.g. {runs[0]['id']}" if runs else ""
-        raise ScenarioError(f"--explain: no run {run_id!r} in the runs read; give an id that validate lists{example}")
+        raise ScenarioError(f"run_id: no run {run_id!r} in the runs read; give an id that validate lists{example}")
     case = to_case(run)
     if case.scenario is None:
-        raise ScenarioError(f"--explain: run {run_id!r} cannot be turned into a scenario: {case.reason}")
+        raise ScenarioError(f"run_id: run {run_id!r} cannot be turned into a scenario: {case.reason}")
     b = estimate(derive(case.scenario))
     return (Row(case, None, None) if case.reason is not None else _row(case, b)), b
 

@@ -69,13 +69,13 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
     try:
         text = Path(path).read_text(encoding="utf-8") if path else shipped_runs_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise RunError(f"--runs: cannot read {where!r} ({e.__class__.__name__}); give a readable YAML file") from None
+        raise RunError(f"runs file: cannot read {where!r} ({e.__class__.__name__}); give a readable YAML file") from None
     try:
         data = read_yaml(text)
     except yaml.YAMLError as e:
-        raise RunError(f"--runs: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
+        raise RunError(f"runs file: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise RunError(f"--runs: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
+        raise RunError(f"runs file: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
     runs = data["runs"]
     seen: set[str] = set()
     for i, run in enumerate(runs):
