@@ -36,15 +36,16 @@ MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
 """Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
 
 
-FLAGS = {"sizes": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
-         "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs"}
+FLAGS = {"sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
+         "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
+         "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps"}
 """The library's parameters, as its messages name them first, and the options that give them here."""
 
 
 def flagged(message: str) -> str:
     """A library message names the library's parameter; on the command line it names the option."""
     for name, flag in FLAGS.items():
-        if message.startswith((f"{name}:", f"{name} ")):
+        if message.startswith((f"{name}:", f"{name} ", f"{name}=")):
             return flag + message[len(name):]
     return message
 
@@ -365,7 +366,7 @@ def wire(
     try:
         w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
     except ValueError as e:
-        fail(f"wire: {str(e).splitlines()[0]}")
+        fail(str(e).splitlines()[0])
     if plot is not None:
         _save(wire_figure, w, plot)
     _emit(as_json, lambda: wire_dict(w), lambda: [wire_table(w)], [plot])

@@ -386,14 +386,14 @@ def wire_of(budget: Budget, steps: int = 4, window_s: float = 15.0, k: int = 2,
              "check the rate and its unit (e.g. 400Gb/s)")
     view = wire_view(per_nic, step, cl.nic_Bps, window_s=window_s, k_converging=k,
                      switch_buffer_bytes=switch_buffer_bytes, flows_per_gpu=_flows(budget))
-    _require(steps <= MAX_POINTS, "steps", steps, f"more than {MAX_POINTS:,} steps to draw; show fewer (--steps)")
+    _require(steps <= MAX_POINTS, "steps", steps, f"more than {MAX_POINTS:,} steps to draw; show fewer")
     span = max(window_s, step * steps)
     _require(span / step <= MAX_POINTS, "window_s", window_s,
-             f"spans {span / step:.3g} steps of {step:.3g} s (more than {MAX_POINTS:,}); poll more often (--window), "
+             f"spans {span / step:.3g} steps of {step:.3g} s (more than {MAX_POINTS:,}); poll more often (a shorter window), "
              f"or check the scenario's rates and their units ({_RATES})")
     _require(span / window_s <= MAX_POINTS, "window_s", window_s,
              f"gives {span / window_s:.3g} counter readings over {steps} steps of {step:.3g} s (more than "
-             f"{MAX_POINTS:,}); poll less often (--window), show fewer steps (--steps), or check the scenario's "
+             f"{MAX_POINTS:,}); poll less often (a longer window), show fewer steps, or check the scenario's "
              f"rates and their units ({_RATES})")
     t, rate = rate_series(step, float(view.burst_s), cl.nic_Bps, steps)
     long_steps = int(np.ceil(span / step)) + 1  # enough steps for at least one whole counter window

@@ -261,7 +261,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ScenarioError(f"--set {item!r}: write section.field=value, e.g. --set layout.pp=8")
+            raise ScenarioError(f"override {item!r}: write section.field=value, e.g. layout.pp=8")
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
@@ -277,7 +277,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise ScenarioError(f"--set {key}: {part!r} is a value, not a section; check the key")
+                raise ScenarioError(f"override {key}: {part!r} is a value, not a section; check the key")
             node = child
         node[parts[-1]] = value
     return out

@@ -151,7 +151,7 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
     empty = None
     g = scenario.cluster.gpus_per_node
     if n > g and n % g:
-        empty = f"--gpus: {n} GPUs do not fill whole nodes of {g}; use a multiple of {g}"
+        empty = f"gpus: {n} GPUs do not fill whole nodes of {g}; use a multiple of {g}"
     elif not rows:
         if not tps:
             empty = f"no TP degree divides both {n} GPUs and the {model.num_heads} heads; use a GPU count with a common factor"

@@ -65,7 +65,7 @@ class ParquetSink:
 
     def _cannot(self, e: OSError) -> ScenarioError:
         self.tmp.unlink(missing_ok=True)
-        return ScenarioError(f"--out: cannot write {str(self.path)!r} ({e.strerror or e}); choose a writable path")
+        return ScenarioError(f"out: cannot write {str(self.path)!r} ({e.strerror or e}); choose a writable path")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
