@@ -38,7 +38,9 @@ MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
 
 FLAGS = {"sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
-         "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps"}
+         "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
+         "link_cv": "--link-jitter", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
+         "link_rate": "--link-rate"}
 """The library's parameters, as its messages name them first, and the options that give them here."""
 
 
@@ -299,18 +301,13 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
-    from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, tail_growth
+    from stepbudget.sim.step import Jitter, check_link_rate, monte_carlo, sim_budget, simulate_step, tail_growth
     from stepbudget.views.simulation import (links_table, misses_table, simulate_dict, simulate_table, step_figure,
                                              tails_table, write_trace)
 
     sc = _load(scenario, sets)
     _check_out(trace, (".json",), "--trace")
     _check_plot(plot)
-    for name, value in (("--jitter", jitter), ("--link-jitter", link_jitter)):
-        if not 0 <= value < 10:
-            fail(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
-    if not 0 < link_rate <= 100:
-        fail(f"--link-rate: {link_rate} must be > 0 (0.5 = half rate)")
     if not 1 <= steps <= MAX_STEPS or not 0 <= replicas <= MAX_REPLICAS:
         fail(f"--steps must be in [1, {MAX_STEPS:,}] and --replicas in [0, {MAX_REPLICAS:,}]")
     p_str, _, slow_str = straggler.partition("x")
@@ -318,11 +315,13 @@ def simulate(
         p_strag, slowdown = float(p_str), float(slow_str or 1.5)
     except ValueError:
         fail(f"--straggler: {straggler!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5")
-    if not (0 <= p_strag <= 1 and 1 <= slowdown <= 1000):
-        fail(f"--straggler: {straggler!r} needs 0 <= P <= 1 and 1 <= SLOWDOWN <= 1000, e.g. 0.01x1.5")
+    try:  # the library's bounds, named by their options
+        jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
+        check_link_rate(link_rate)
+    except ScenarioError as e:
+        fail(str(e))
     budget = sim_budget(sc)
     result = simulate_step(budget, contention=not no_contention, link_rate=link_rate)
-    jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
     mc = tails = None
     if steps > 1 or jit.any:
         R = replicas or int(budget.plan.dp)

@@ -221,3 +221,14 @@ def test_monte_carlo_reports_progress_pipeline_by_pipeline(budgets):
     mc = monte_carlo(budgets["hpn-gpt3-175b"], Jitter(compute_cv=0.05), steps=50, samples=6, seed=2,
                      progress=lambda done, total: calls.append((done, total)))
     assert calls == [(i, 6) for i in range(1, 7)] and len(mc.pipeline_s) == 6
+
+
+@pytest.mark.parametrize("field, value", [("compute_cv", -1.0), ("link_cv", 10.0), ("compute_cv", float("nan")),
+                                          ("straggler_p", 1.5), ("straggler_slowdown", 0.9)])
+def test_jitter_refuses_what_the_command_line_refuses(field, value):
+    from stepbudget.inputs.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError, match=field):
+        Jitter(**{field: value})
+    with pytest.raises(ScenarioError, match="link_rate"):
+        simulate_step(sim_budget(sb.load("hpn-gpt3-175b")), link_rate=0.0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stepbudget.budget.step import DIMS, Budget, estimate
-from stepbudget.inputs.scenario import Scenario
+from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.sim.engine import simulate
 from stepbudget.sim.graph import TaskKind
@@ -38,6 +38,18 @@ class Jitter:
     """Probability that a stage is a straggler for the whole step."""
     straggler_slowdown: float = 1.5
     """Compute time multiplier of a straggling stage."""
+
+    def __post_init__(self) -> None:
+        for name in ("compute_cv", "link_cv"):
+            value = getattr(self, name)
+            if not 0 <= value < 10:  # a CV of 10 is a tail no measured cluster shows; NaN fails here too
+                raise ScenarioError(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), "
+                                    "e.g. 0.05")
+        if not 0 <= self.straggler_p <= 1:
+            raise ScenarioError(f"straggler_p: {self.straggler_p} is not a probability; give 0 to 1, e.g. 0.01")
+        if not 1 <= self.straggler_slowdown <= 1000:
+            raise ScenarioError(f"straggler_slowdown: {self.straggler_slowdown} is not a slow-down; give 1 to 1000, "
+                                "e.g. 1.5")
 
     @property
     def any(self) -> bool:
@@ -76,6 +88,12 @@ def sim_budget(scenario: Scenario) -> Budget:
     return estimate(derive(kernel_scenario(scenario)[0]))
 
 
+def check_link_rate(link_rate: float) -> None:
+    """ScenarioError unless ``link_rate`` is a scale a link can run at: above 0, at most 100 times its rate."""
+    if not 0 < link_rate <= 100:
+        raise ScenarioError(f"link_rate: {link_rate} must be > 0 and at most 100 (0.5 = half rate)")
+
+
 def simulate_step(
     budget: Budget,
     *,
@@ -86,6 +104,7 @@ def simulate_step(
     program: StepProgram | None = None,
 ) -> StepResult:
     """One simulated step of ``budget``'s plan. ``link_rate`` scales every link (0.5 = half rate)."""
+    check_link_rate(link_rate)
     prog = program or step_program(budget, contention=contention)
     tl = _run(prog, link_rate, jitter, rng)
     step = tl.makespan_s + float(budget.step_overhead_s)  # the fixed cost per step follows the timeline
