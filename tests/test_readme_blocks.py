@@ -19,7 +19,9 @@ from typer.testing import CliRunner
 
 from stepbudget import cli
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = "\n".join(p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
+"""The README and the docs pages: every command block in either is run."""
 BLOCKS = [b for b in re.findall(r"```\n(\$ stepbudget .*?)```", README, flags=re.S)
           if not b.startswith("$ stepbudget validate")]
 FIGURE = re.compile(r"(?<![\w.])[+-]?\d[\d,]*(?:\.\d+)?(?: ?(?:%|x|ms|us|µs|s|GB/s|TB/s|GB|MB|kB|TB|B|bits))?(?![\w.])")

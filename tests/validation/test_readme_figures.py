@@ -19,7 +19,8 @@ from stepbudget.validation.compare import summarize, validate
 from stepbudget.views.validation import _pct
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = "\n".join(p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
+"""The README and the docs pages: the validation analysis lives in docs/validation.md."""
 BLOCKS = re.findall(r"```\n(\$ stepbudget validate.*?)```", README, flags=re.S)
 
 
