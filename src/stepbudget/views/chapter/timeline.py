@@ -15,7 +15,7 @@ import numpy as np
 from stepbudget.enums import DataParallel
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
-from stepbudget.sim.program import program_size
+from stepbudget.sim.program import program_size, step_program
 from stepbudget.sim.step import StepResult, sim_budget, simulate_step
 from stepbudget.sweep.calibrate import carried
 from stepbudget.views import fmt
@@ -31,9 +31,15 @@ COLORS = {"fwd": "#3b6ea8", "bwd": "#5aa469", "optimizer": "#8e6bb8", "tp": "#d1
 ROWS = ("compute", "nvlink", "nic")
 
 
-def _simulated(ref: str, sets: list[str], rate: float) -> StepResult:
+def _budget(ref: str, sets: list[str]):
+    """The budget the simulator runs for ``ref`` with ``sets`` (its kernel rate)."""
     sc, _ = carried(ref, sets)
-    return simulate_step(sim_budget(sc), link_rate=rate)
+    return sim_budget(sc)
+
+
+def _pass(label: str) -> str:
+    """The chunk pass a layer task belongs to: "F s0 m3 c1 l0" -> "F s0 m3 c1"."""
+    return label.rsplit(" l", 1)[0]
 
 
 def _row(r: StepResult, task: int) -> str:
@@ -88,7 +94,7 @@ def _pieces(r: StepResult, tasks: list[int]) -> list[tuple[str, str, float, floa
     for x in tasks:
         label = tl.label(x)
         if p.dim[x] == "compute" and p.role[x] in ("fwd", "bwd"):
-            passes.setdefault(label.rsplit(" l", 1)[0], []).append(x)
+            passes.setdefault(_pass(label), []).append(x)
     spread: dict[int, float] = {}  # TP task -> its time spread over its pass's layers
     for x in tasks:
         if (p.dim[x], p.role[x]) == ("tp", "exposed"):
@@ -98,7 +104,7 @@ def _pieces(r: StepResult, tasks: list[int]) -> list[tuple[str, str, float, floa
                 spread[layer] = float(tl.end_s[x] - tl.start_s[x]) / len(layers)
             if layers:
                 continue
-        if x in passes.get(tl.label(x).rsplit(" l", 1)[0], []):
+        if x in passes.get(_pass(tl.label(x)), []):
             continue
         kind = _kind(r, x)
         out.append((kind, _row(r, x), float(tl.start_s[x]), float(tl.end_s[x]), tl.label(x)))
@@ -128,23 +134,21 @@ class TooLarge(ScenarioError):
 def one_step(lang: str, ref: str, sets: list[str], max_tasks: int | None = None) -> dict:
     """Figure 5.1: one GPU's step, its first passes and its last with the rest elided, every exchange labelled.
     ``max_tasks`` bounds the simulation (TooLarge past it): a page must answer in about a second."""
-    if max_tasks is not None:
-        sc, _ = carried(ref, sets)
-        tasks = program_size(sim_budget(sc))
-        if tasks > max_tasks:
-            raise TooLarge(tasks, max_tasks)
-    r = _simulated(ref, sets, 1.0)
+    budget = _budget(ref, sets)
+    if max_tasks is not None and (tasks := program_size(budget)) > max_tasks:
+        raise TooLarge(tasks, max_tasks)
+    r = simulate_step(budget)
     tl, p = r.timeline, r.program
     tasks = _stage0(r)
     compute = [x for x in tasks if p.dim[x] == "compute" and p.role[x] in ("fwd", "bwd")]
     first_fwd = [x for x in compute if p.role[x] == "fwd"]
     last_bwd = [x for x in compute if p.role[x] == "bwd"]
-    passes_fwd = list(dict.fromkeys(tl.label(x).rsplit(" l", 1)[0] for x in first_fwd))
-    passes_bwd = list(dict.fromkeys(tl.label(x).rsplit(" l", 1)[0] for x in last_bwd))
+    passes_fwd = list(dict.fromkeys(_pass(tl.label(x)) for x in first_fwd))
+    passes_bwd = list(dict.fromkeys(_pass(tl.label(x)) for x in last_bwd))
     shown = min(2, len(passes_fwd))
-    head_end = max(float(tl.end_s[x]) for x in first_fwd if tl.label(x).rsplit(" l", 1)[0] in passes_fwd[:shown])
+    head_end = max(float(tl.end_s[x]) for x in first_fwd if _pass(tl.label(x)) in passes_fwd[:shown])
     tail_start = min(float(tl.start_s[x]) for x in last_bwd
-                     if tl.label(x).rsplit(" l", 1)[0] in passes_bwd[-min(2, len(passes_bwd)):])
+                     if _pass(tl.label(x)) in passes_bwd[-min(2, len(passes_bwd)):])
     head_end += 0.15 * head_end  # the PP send and the exposed TP after the last shown pass
     if tail_start <= head_end:  # a short step: shown whole
         tail_start = head_end
@@ -202,11 +206,12 @@ def _frames(lang: str, r: StepResult, rate_key: str, kinds: list[str]) -> tuple[
     reduce = [x for x in tasks if p.role[x] == "reduce" and p.deadline[x] >= 0]
     compute_end = max(float(tl.end_s[x]) for x in tasks if p.role[x] == "bwd")
     step = float(r.step_s)
+    by_kind = {kind: [x for x in tasks if _kind(r, x) == kind] for kind in kinds}
     frames, steps = [], []
     for i, now in enumerate(np.linspace(0, step, FRAMES + 1)[1:].tolist()):
         data = []
         for kind in kinds:
-            mine = [x for x in tasks if _kind(r, x) == kind and tl.start_s[x] < now]
+            mine = [x for x in by_kind[kind] if tl.start_s[x] < now]
             data.append({"type": "bar", "x": [min(float(tl.end_s[x]), now) - float(tl.start_s[x]) for x in mine],
                          "base": [float(tl.start_s[x]) for x in mine], "y": [rows[_row(r, x)] for x in mine],
                          "customdata": [where(lang, tl.label(x)) for x in mine]})
@@ -234,10 +239,13 @@ _ORDER = ("fwd", "bwd", "optimizer", "tp", "cp", "ep", "pp", "reduce", "allreduc
 
 def bucket_deadlines(lang: str, ref: str, sets: list[str]) -> dict:
     """Animation 5.1: the step at the full link rate and at half, frame by frame, the late buckets marked."""
-    full, half = (_simulated(ref, sets, rate) for rate in (1.0, 0.5))
+    budget = _budget(ref, sets)
+    program = step_program(budget)  # one task graph, run at both rates
+    full, half = (simulate_step(budget, link_rate=rate, program=program) for rate in (1.0, 0.5))
     span = max(full.step_s, half.step_s) * 1.02
     rows = _row_labels(lang)
-    kinds = [k for k in _ORDER if any(_kind(r, x) == k for r in (full, half) for x in _stage0(r))]
+    present = {_kind(full, x) for x in _stage0(full)}  # the same tasks at either rate
+    kinds = [k for k in _ORDER if k in present]
     data = [{"type": "bar", "orientation": "h", "name": t(lang, f"fig.5.1.kind.{kind}"), "x": [], "base": [], "y": [],
              "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
              "hovertemplate": "%{customdata}<extra>%{fullData.name}</extra>"}
