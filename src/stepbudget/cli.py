@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Callable, Iterable, Optional
+from typing import Annotated, Callable, Iterable, NoReturn, Optional, Protocol, cast
 
 import typer
 import yaml
@@ -58,10 +58,9 @@ def _varied(text: str, parse: Callable[[str], tuple[str, ...]]) -> tuple[str, ..
         return parse(text)
     except ScenarioError as e:
         fail("--vary" + str(e).removeprefix("variant"))
-        raise
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"stepbudget: error: {flagged(message)}", file=sys.stderr)
     raise typer.Exit(2)
 
@@ -335,7 +334,7 @@ def simulate(
         _save(step_figure, result, plot)
     _emit(as_json, lambda: simulate_dict(result, mc, tails), lambda: [
         simulate_table(result), *([misses_table(result)] if result.deadline_misses else []), links_table(result),
-        *([tails_table(tails, steps)] if mc is not None else [])], [trace, plot])
+        *([tails_table(tails, steps)] if tails is not None else [])], [trace, plot])
 
 
 @app.command()
@@ -538,6 +537,12 @@ def _progress(show: bool, doing: str = "searching", what: str = "candidates"):
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
+class _UsageError(Protocol):
+    """What run() reads of Click's UsageError, from whichever copy of Click raised it."""
+
+    def format_message(self) -> str: ...
+
+
 def run() -> None:
     """Entry point: turns any input error that escaped into one line and exit code 2."""
     import signal
@@ -559,6 +564,7 @@ def run() -> None:
             raise
         ctx = getattr(e, "ctx", None)
         where = f"stepbudget {ctx.info_name} --help" if ctx is not None and ctx.parent is not None else "stepbudget --help"
-        print(f"stepbudget: error: {e.format_message()} (see {where})", file=sys.stderr)
+        message = cast(_UsageError, e).format_message()  # "UsageError" is in its class names
+        print(f"stepbudget: error: {message} (see {where})", file=sys.stderr)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
