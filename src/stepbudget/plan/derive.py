@@ -7,12 +7,13 @@ gets the same Plan with arrays of that shape: the budget code never knows the di
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from stepbudget.enums import (ALGORITHM_CODES, CP_KIND_CODES, DP_KIND_CODES, DUALPIPE_CODE, RECOMPUTE_CODES,
-                              SCHEDULE_CODES, Axis, EPKind, RateScope)
+                              SCHEDULE_CODES, Axis, DataParallel, EPKind, RateScope, Recompute)
+from stepbudget.inputs.model import Model
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
@@ -114,7 +115,8 @@ class Plan:
         return self.micro_batch * self.scenario.model.seq_len / (self.cp * self.tp)
 
 
-def _code(value, table: Mapping[str, int]) -> np.ndarray:
+def _code(value: object, table: Mapping[Any, int]) -> np.ndarray:
+    # ``table`` is keyed by StrEnum members, which hash and compare as their strings
     if isinstance(value, str):  # one scenario: a plain look-up
         return np.asarray(table[value])
     arr = np.asarray(value)
@@ -123,9 +125,31 @@ def _code(value, table: Mapping[str, int]) -> np.ndarray:
     return np.vectorize(lambda x: table[str(x)], otypes=[np.int64])(arr)
 
 
-def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
-    """The per-GPU plan of ``scenario``; ``layouts`` replaces layout fields with arrays (sweeps)."""
-    lay, model, cl = scenario.layout, scenario.model, scenario.cluster
+@dataclass(frozen=True)
+class LayoutArrays:
+    """The layout's degrees and choices, broadcast to one shape (0-d for one scenario); closed
+    choices as their integer codes (enums.py). Field names are the Plan's."""
+
+    tp: np.ndarray
+    cp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    expert_tp: np.ndarray
+    v: np.ndarray
+    micro_batch: np.ndarray
+    schedule: np.ndarray
+    dp_kind: np.ndarray
+    reshard: np.ndarray
+    """Parameters freed after each pass and gathered again (ZeRO-3, FSDP with reshard_after_forward)."""
+    sequence_parallel: np.ndarray
+    recompute: np.ndarray
+    cp_kind: np.ndarray
+
+
+def layout_arrays(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> LayoutArrays:
+    """The scenario's layout with ``layouts`` replacing fields by arrays, broadcast together."""
+    lay = scenario.layout
     base = {name: getattr(lay, name) for name in LAYOUT_FIELDS}
     base["expert_tp"] = lay.expert_tp_degree
     vals = {**base, **(layouts or {})}
@@ -142,88 +166,108 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     )
     tp, cp, pp, dp, ep, etp, v, mb, sched, dpk, reshard, sp, rec, cpk = arrays
     # parameters freed after each pass and gathered again: always under ZeRO-3, by FSDP's switch
-    reshard = (dpk == DP_KIND_CODES["zero3"]) | ((dpk == DP_KIND_CODES["fsdp"]) & reshard)
+    reshard = (dpk == DP_KIND_CODES[DataParallel.ZERO3]) | ((dpk == DP_KIND_CODES[DataParallel.FSDP]) & reshard)
+    return LayoutArrays(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, v=v, micro_batch=mb, schedule=sched,
+                        dp_kind=dpk, reshard=reshard, sequence_parallel=sp, recompute=rec, cp_kind=cpk)
 
-    counts = model_counts(model, scenario.flops.convention)
-    L = model.num_layers
+
+@dataclass(frozen=True)
+class _Work:
+    """Batch, parameters and FLOPs of one step on one GPU."""
+
+    tokens_per_step: float
+    microbatches: np.ndarray
+    params_dense_per_gpu: np.ndarray
+    params_expert_per_gpu: np.ndarray
+    dp_group: np.ndarray
+    expert_dp_group: np.ndarray
+    model_flops_per_gpu: np.ndarray
+    hardware_flops_per_gpu: np.ndarray
+
+
+def _work(scenario: Scenario, counts: ModelCounts, lay: LayoutArrays) -> _Work:
+    tp, cp, pp, dp, ep, etp = lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.expert_tp
     seqs = scenario.global_batch_seqs
-    tokens = float(seqs * model.seq_len)
+    tokens = float(seqs * scenario.model.seq_len)
     gpus = tp * cp * pp * dp
-
-    microbatches = seqs / (dp * mb)
-    params_dense_per_gpu = (counts.params_total - counts.params_routed_experts) / (tp * pp)
-    params_expert_per_gpu = counts.params_routed_experts / (ep * etp * pp)
-    replicas = lay.dp_replicas  # HSDP: the state is sharded inside each group and replicated across them
-    dp_group, expert_dp_group = dp * cp // replicas, tp * cp * dp / (ep * etp) / replicas  # scenario checks they split
+    replicas = scenario.layout.dp_replicas  # HSDP: the state is sharded inside each group and replicated across them
     recompute_extra = np.choose(
-        rec, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full", "selective-op")]
+        lay.recompute, [counts.recompute_flops_per_token[k] for k in ("none", "selective", "full", "selective-op")]
     )
-    model_flops = counts.flops_per_token * tokens / gpus  # balanced split of the step's FLOPs
-    hw_flops = (counts.flops_per_token + recompute_extra) * tokens / gpus
+    return _Work(
+        tokens_per_step=tokens,
+        microbatches=seqs / (dp * lay.micro_batch),
+        params_dense_per_gpu=(counts.params_total - counts.params_routed_experts) / (tp * pp),
+        params_expert_per_gpu=counts.params_routed_experts / (ep * etp * pp),
+        dp_group=dp * cp // replicas,  # scenario checks the replicas split both groups
+        expert_dp_group=tp * cp * dp / (ep * etp) / replicas,
+        model_flops_per_gpu=counts.flops_per_token * tokens / gpus,  # balanced split of the step's FLOPs
+        hardware_flops_per_gpu=(counts.flops_per_token + recompute_extra) * tokens / gpus,
+    )
 
-    ops: tuple = ()
-    opt_s = np.asarray(0.0)
-    if cl.achieved_flops or cl.achieved_fraction:
-        rate, source = cl.achieved_flops or cl.achieved_fraction * scenario.peak_gemm_flops, "stated"
-    else:
-        sharded = dpk != DP_KIND_CODES["ddp"]  # ZeRO-1 and up: each rank updates its 1/d shard
-        updated = (params_dense_per_gpu / np.where(sharded, dp_group, 1)
-                   + params_expert_per_gpu / np.where(sharded, expert_dp_group, 1))
-        ops, compute, opt_s = _operator_compute(scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, microbatches,
-                                                updated)
-        rate, source = hw_flops / compute, "operators"
 
-    g = cl.gpus_per_node
-    degrees = {Axis.TP: tp, Axis.CP: cp, Axis.PP: pp, Axis.DP: dp}
-    stride = strides(lay.order, degrees)
-    # expert ranks come from the non-PP ranks, contiguous up to the axes inside PP in the order
-    inside_pp = np.ones_like(tp)
-    for axis in lay.order[: lay.order.index(Axis.PP)]:
-        inside_pp = inside_pp * degrees[axis]
-    q_ep = np.clip(np.minimum(g, inside_pp) // etp, 1, ep)
-    # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply; a shard
-    # group takes the innermost of them, so its replicas share a node only when it is smaller than one
-    q_dp = np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g)
-    q_expert_dp = members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp))
-    q = {
-        "tp": members_per_node(tp, stride[Axis.TP], g),
-        "cp": members_per_node(cp, stride[Axis.CP], g),
-        "pp": np.where(stride[Axis.PP] < g, 2, 1),
-        "ep": q_ep,
-    }
-    # one expert's replicas sit ep * expert_tp non-PP ranks apart
-    q["dp"], q["dp_replicas"] = _shard_and_replicas(q_dp, dp_group)
-    q["expert_dp"], q["expert_dp_replicas"] = _shard_and_replicas(q_expert_dp, expert_dp_group)
-    tier = {
-        "tp": tier_slowdown(tp, stride[Axis.TP], cl.tiers, "ring"),
-        "cp": tier_slowdown(cp, stride[Axis.CP], cl.tiers, "ring"),
-        "pp": tier_slowdown(pp, stride[Axis.PP], cl.tiers, "ring"),
-        # gradients reduce over the dp * cp ranks: one ring over the span of the DP group, whose CP
-        # neighbours sit close together, so only its DP hops cross the tiers
-        "dp": tier_slowdown(dp_group, stride[Axis.DP] / cp, cl.tiers, "ring"),
-        "dp_replicas": tier_slowdown(np.full_like(dp_group, replicas), stride[Axis.DP] / cp * dp_group, cl.tiers, "ring"),
-        "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), cl.tiers, "all-to-all"),
-    }
+@dataclass(frozen=True)
+class _Rate:
+    """The compute rate and, when the operator model sets it, the operators and the optimizer's time."""
+
+    flops_rate: float | np.ndarray
+    source: str
+    operators: tuple[Op, ...] = ()
+    optimizer_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
+
+
+def _stated_rate(scenario: Scenario) -> float | None:
+    """FLOP/s the scenario states: achieved_flops, else achieved_fraction of the GEMM peak; None when neither."""
+    cl = scenario.cluster
+    if cl.achieved_flops:
+        return cl.achieved_flops
+    if cl.achieved_fraction:
+        return cl.achieved_fraction * scenario.peak_gemm_flops
+    return None
+
+
+def _rate(scenario: Scenario, lay: LayoutArrays, work: _Work) -> _Rate:
+    stated = _stated_rate(scenario)
+    if stated is not None:
+        return _Rate(float(stated), "stated")
+    sharded = lay.dp_kind != DP_KIND_CODES[DataParallel.DDP]  # ZeRO-1 and up: each rank updates its 1/d shard
+    updated = (work.params_dense_per_gpu / np.where(sharded, work.dp_group, 1)
+               + work.params_expert_per_gpu / np.where(sharded, work.expert_dp_group, 1))
+    ops, compute, opt_s = _operator_compute(scenario, lay, work.microbatches, updated)
+    return _Rate(work.hardware_flops_per_gpu / compute, "operators", ops, opt_s)
+
+
+def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
+    """The per-GPU plan of ``scenario``; ``layouts`` replaces layout fields with arrays (sweeps)."""
+    model, cl = scenario.model, scenario.cluster
+    lay = layout_arrays(scenario, layouts)
+    counts = model_counts(model, scenario.flops.convention)
+    work = _work(scenario, counts, lay)
+    rate = _rate(scenario, lay, work)
+    q, tier = _geometry(scenario, lay, work.dp_group, work.expert_dp_group)
+    layers_per_gpu = model.num_layers / lay.pp
+    copies = parameter_copies(lay.schedule)  # DualPipe ranks hold two stages' parameters (budget/traffic.py)
     return Plan(
         scenario=scenario,
         counts=counts,
-        tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, v=v, micro_batch=mb,
-        schedule=sched, dp_kind=dpk, reshard=reshard, sequence_parallel=sp, recompute=rec, cp_kind=cpk,
-        microbatches=microbatches,
-        tokens_per_step=tokens,
-        layers_per_gpu=L / pp,
-        moe_layers_per_gpu=model.moe_layers / pp,
-        params_dense_per_gpu=params_dense_per_gpu,
-        params_expert_per_gpu=params_expert_per_gpu,
-        dp_group=dp_group,
-        expert_dp_group=expert_dp_group,
-        dp_replicas=replicas,
-        # DualPipe ranks hold two stages' parameters in their buffers (budget/traffic.py)
-        dp_units=dp_units(scenario, dpk, L / pp, params_dense_per_gpu * parameter_copies(sched), dp_group),
-        expert_dp_units=dp_units(scenario, dpk, L / pp, params_expert_per_gpu * parameter_copies(sched), dp_group),
-        model_flops_per_gpu=model_flops,
-        hardware_flops_per_gpu=hw_flops,
-        flops_rate=float(rate) if source == "stated" else rate,
+        tp=lay.tp, cp=lay.cp, pp=lay.pp, dp=lay.dp, ep=lay.ep, expert_tp=lay.expert_tp, v=lay.v,
+        micro_batch=lay.micro_batch, schedule=lay.schedule, dp_kind=lay.dp_kind, reshard=lay.reshard,
+        sequence_parallel=lay.sequence_parallel, recompute=lay.recompute, cp_kind=lay.cp_kind,
+        microbatches=work.microbatches,
+        tokens_per_step=work.tokens_per_step,
+        layers_per_gpu=layers_per_gpu,
+        moe_layers_per_gpu=model.moe_layers / lay.pp,
+        params_dense_per_gpu=work.params_dense_per_gpu,
+        params_expert_per_gpu=work.params_expert_per_gpu,
+        dp_group=work.dp_group,
+        expert_dp_group=work.expert_dp_group,
+        dp_replicas=scenario.layout.dp_replicas,
+        dp_units=dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_dense_per_gpu * copies, work.dp_group),
+        expert_dp_units=dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_expert_per_gpu * copies,
+                                 work.dp_group),
+        model_flops_per_gpu=work.model_flops_per_gpu,
+        hardware_flops_per_gpu=work.hardware_flops_per_gpu,
+        flops_rate=rate.flops_rate,
         peak_flops=float(cl.gpu.peak_bf16_flops),
         rate_scope=cl.rate_scope,
         nvlink_Bps=cl.nvlink_Bps * cl.nvlink_efficiency,
@@ -231,12 +275,61 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         hbm_Bps=cl.gpu.hbm_Bps,
         q=q,
         tier=tier,
-        dp_algorithm=np.asarray(ALGORITHM_CODES[lay.dp_ring]),
-        rate_source=source,
-        comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, source),
-        operators=ops,
-        optimizer_s=opt_s,
+        dp_algorithm=np.asarray(ALGORITHM_CODES[scenario.layout.dp_ring]),
+        rate_source=rate.source,
+        comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, rate.source),
+        operators=rate.operators,
+        optimizer_s=rate.optimizer_s,
     )
+
+
+def _geometry(scenario: Scenario, lay: LayoutArrays, dp_group: np.ndarray,
+              expert_dp_group: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(members per node, tier slow-down) of each group, from the rank order and the node size."""
+    order, g = scenario.layout.order, scenario.cluster.gpus_per_node
+    degrees = {Axis.TP: lay.tp, Axis.CP: lay.cp, Axis.PP: lay.pp, Axis.DP: lay.dp}
+    stride = strides(order, degrees)
+    # expert ranks come from the non-PP ranks, contiguous up to the axes inside PP in the order
+    inside_pp = np.ones_like(lay.tp)
+    for axis in order[: order.index(Axis.PP)]:
+        inside_pp = inside_pp * degrees[axis]
+    q = _members_per_node(lay, stride, g, inside_pp, dp_group, expert_dp_group)
+    return q, _tiers(scenario, lay, stride, dp_group, q["ep"])
+
+
+def _members_per_node(lay: LayoutArrays, stride: dict[Axis, np.ndarray], g: int, inside_pp: np.ndarray,
+                      dp_group: np.ndarray, expert_dp_group: np.ndarray) -> dict[str, np.ndarray]:
+    tp, cp, dp, ep, etp = lay.tp, lay.cp, lay.dp, lay.ep, lay.expert_tp
+    # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply; a shard
+    # group takes the innermost of them, so its replicas share a node only when it is smaller than one
+    q_dp = np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g)
+    # one expert's replicas sit ep * expert_tp non-PP ranks apart
+    q_expert_dp = members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp))
+    q = {
+        "tp": members_per_node(tp, stride[Axis.TP], g),
+        "cp": members_per_node(cp, stride[Axis.CP], g),
+        "pp": np.where(stride[Axis.PP] < g, 2, 1),
+        "ep": np.clip(np.minimum(g, inside_pp) // etp, 1, ep),
+    }
+    q["dp"], q["dp_replicas"] = _shard_and_replicas(q_dp, dp_group)
+    q["expert_dp"], q["expert_dp_replicas"] = _shard_and_replicas(q_expert_dp, expert_dp_group)
+    return q
+
+
+def _tiers(scenario: Scenario, lay: LayoutArrays, stride: dict[Axis, np.ndarray], dp_group: np.ndarray,
+           q_ep: np.ndarray) -> dict[str, np.ndarray]:
+    tiers, g, replicas = scenario.cluster.tiers, scenario.cluster.gpus_per_node, scenario.layout.dp_replicas
+    tp, cp, pp, ep = lay.tp, lay.cp, lay.pp, lay.ep
+    return {
+        "tp": tier_slowdown(tp, stride[Axis.TP], tiers, "ring"),
+        "cp": tier_slowdown(cp, stride[Axis.CP], tiers, "ring"),
+        "pp": tier_slowdown(pp, stride[Axis.PP], tiers, "ring"),
+        # gradients reduce over the dp * cp ranks: one ring over the span of the DP group, whose CP
+        # neighbours sit close together, so only its DP hops cross the tiers
+        "dp": tier_slowdown(dp_group, stride[Axis.DP] / cp, tiers, "ring"),
+        "dp_replicas": tier_slowdown(np.full_like(dp_group, replicas), stride[Axis.DP] / cp * dp_group, tiers, "ring"),
+        "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), tiers, "all-to-all"),
+    }
 
 
 def _shard_and_replicas(q, group) -> tuple[np.ndarray, np.ndarray]:
@@ -262,7 +355,7 @@ def dp_units(scenario: Scenario, dp_kind, layers_per_gpu, params, dp_group) -> n
     bucket = scenario.layout.dp_bucket_params or np.maximum(MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_RANK * dp_group)
     overlapped = scenario.overlap.dp == "auto" or float(scenario.overlap.dp) > 0
     buckets = np.maximum(np.ceil(params / bucket), 1) if overlapped else np.ones_like(layers)
-    whole = (dp_kind == DP_KIND_CODES["ddp"]) | (dp_kind == DP_KIND_CODES["zero1"])
+    whole = (dp_kind == DP_KIND_CODES[DataParallel.DDP]) | (dp_kind == DP_KIND_CODES[DataParallel.ZERO1])
     return np.where(whole, buckets, layers) * np.ones_like(np.asarray(dp_group, dtype=float))
 
 
@@ -280,43 +373,55 @@ def _sm_share(setting, source: str) -> float:
     return float(setting)
 
 
-def _operator_compute(sc: Scenario, tp, cp, pp, ep, etp, mb, sp, rec, sched, microbatches, updated_params):
-    """Compute seconds per step from the operator model: layers x micro-batches, the output layer, and the
-    optimizer step over ``updated_params`` (this rank's share)."""
+def _operator_compute(sc: Scenario, lay: LayoutArrays, microbatches: np.ndarray,
+                      updated_params: np.ndarray) -> tuple[tuple[Op, ...], np.ndarray, np.ndarray]:
+    """(operators, compute seconds per step, optimizer seconds) from the operator model: layers x
+    micro-batches, the output layer, and the optimizer step over ``updated_params`` (this rank's share)."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = attention_kernels(cl.gpu.kernels, sc.layout.attention_kernel)
     fp8 = pr.gemm == "fp8"
     peak_gemm = sc.peak_gemm_flops * k.clock  # power-capped sustained clock
-    common = dict(kernels=k, peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
-                  grad_bytes=pr.grad_buffer_bytes, fp8=fp8)
     peak_bf16 = cl.gpu.peak_bf16_flops * k.clock
-    T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
-    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp, peak_bf16=peak_bf16,
-                      flash=sc.layout.flash_attention, ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=mb,
-                      **common)
+    T = lay.micro_batch * model.seq_len / lay.cp  # query tokens of one micro-batch on this GPU
+    layer = layer_ops(model, T, model.seq_len, lay.tp, lay.sequence_parallel, lay.ep, lay.expert_tp,
+                      peak_bf16=peak_bf16, flash=sc.layout.flash_attention,
+                      ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=lay.micro_batch, kernels=k,
+                      peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
+                      grad_bytes=pr.grad_buffer_bytes, fp8=fp8)
+    head = head_ops(model, T, lay.tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
+    head_fwd, head_bwd = layer_times(head)
+    per_microbatch = _busiest_stage_s(sc, lay, _layer_s(model, layer, lay.recompute), head_fwd, head_bwd)
+    opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)
+    return tuple(layer + head), microbatches * per_microbatch + opt, opt
+
+
+def _layer_s(model: Model, layer: list[Op], recompute: np.ndarray) -> np.ndarray:
+    """Seconds of one average layer for one micro-batch: forward, backward and what recompute runs again."""
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
-    op_sac = op_sac_again(model, layer) if np.any(rec == RECOMPUTE_CODES["selective-op"]) else 0.0
+    # per-op checkpointing is modelled for dense standard blocks only: ask for it only where a layout uses it
+    op_sac = op_sac_again(model, layer) if np.any(recompute == RECOMPUTE_CODES[Recompute.SELECTIVE_OP]) else 0.0
     # none, selective, full, selective-op
-    again = np.choose(rec, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd, op_sac * np.ones_like(fwd)])
-    head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
-    head_fwd, head_bwd = layer_times(head)
-    # a pipeline runs at the pace of its busiest stage: the last one carries the output layer
-    # unless the loss takes a layer slot (Megatron's flags; Llama 3 3.3.2 removes a layer for it)
-    lay = sc.layout
-    e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
+    again = np.choose(recompute, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd, op_sac * np.ones_like(fwd)])
+    return fwd + bwd + again
+
+
+def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_fwd: np.ndarray,
+                     head_bwd: np.ndarray) -> np.ndarray:
+    """Seconds per micro-batch of the busiest pipeline stage, which sets the pipeline's pace."""
+    model, pp = sc.model, lay.pp
+    # the last stage carries the output layer unless the loss takes a layer slot (Megatron's flags;
+    # Llama 3 3.3.2 removes a layer for it)
+    e, l_ = int(sc.layout.embedding_in_pipeline_split), int(sc.layout.loss_in_pipeline_split)
     per_stage = sc.pipeline_slots / pp
-    layer_s = fwd + bwd + again
     full, first = per_stage * layer_s, (per_stage - e) * layer_s
     others = np.where(pp >= 3, full, first)  # with two stages, the other one is the first
     last = (per_stage - l_) * layer_s + head_fwd + head_bwd
     single = (model.num_layers + model.mtp_layers) * layer_s + head_fwd + head_bwd
     # DualPipe: rank i holds stages i and p-1-i and runs each micro-batch on one of them (DSV3 Table 2),
     # so rank 0 averages the first stage and the last: half its micro-batches carry the output layer
-    dualpipe = sched == DUALPIPE_CODE
+    dualpipe = lay.schedule == DUALPIPE_CODE
     rank0 = (first + last) / 2
     middle = np.where(pp >= 4, full, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
-    per_microbatch = np.where(pp == 1, single, busiest)
-    opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)
-    return tuple(layer + head), microbatches * per_microbatch + opt, opt
+    return np.where(pp == 1, single, busiest)
