@@ -323,3 +323,12 @@ def test_an_older_attention_kernel_is_never_faster_and_needs_a_published_figure(
     # a GPU given by its figures alone has no FlashAttention-2 share until one is stated
     with pytest.raises(sb.ScenarioError, match="give cluster.gpu.kernels.flash2_fwd"):
         sb.load("llama3-405b", [*operators, "cluster.gpu.kernels.flash2_fwd=null", "layout.attention_kernel=flash-attention-2"])
+
+
+def test_an_older_attention_kernel_without_a_published_share_is_refused_by_name():
+    # the Scenario check, held in the library too: Kernels given by their figures alone have no FA2 share
+    assert K.flash2_fwd is None
+    with pytest.raises(ValueError, match="flash-attention-2: no published figure"):
+        attention_kernels(K, AttentionKernel.FLASH2)
+    fa1 = attention_kernels(K.model_copy(update=dict(flash2_fwd=0.5, flash2_bwd=0.4)), AttentionKernel.FLASH1)
+    assert (fa1.attention_fwd, fa1.attention_bwd) == pytest.approx((0.6 * 0.5 * 0.5, 0.5 * 0.4 * 0.5))

@@ -56,6 +56,9 @@ def attention_kernels(kernels: Kernels, which: AttentionKernel) -> Kernels:
     at its published share of them (``flash2_fwd``/``flash2_bwd``), FlashAttention-1 at half that."""
     if which == AttentionKernel.BEST:
         return kernels
+    if kernels.flash2_fwd is None or kernels.flash2_bwd is None:  # Scenario refuses this when it loads
+        raise ValueError(f"attention kernel {which}: no published figure for these kernels; use "
+                         "attention_kernel=best or give kernels.flash2_fwd and flash2_bwd")
     scale = FLASH1_OVER_FLASH2 if which == AttentionKernel.FLASH1 else 1.0
     return kernels.model_copy(update=dict(attention_fwd=kernels.attention_fwd * kernels.flash2_fwd * scale,
                                           attention_bwd=kernels.attention_bwd * kernels.flash2_bwd * scale))
@@ -110,98 +113,161 @@ def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
     return Op(name, "memory", share, np.zeros_like(nbytes), nbytes, fwd, 2 * fwd)  # backward reads and writes twice
 
 
+@dataclass(frozen=True)
+class _Rates:
+    """What one layer's GEMMs and memory-bound kernels run at: the arguments ``gemm`` and ``memory_op``
+    share."""
+
+    peak: float
+    kernels: Kernels
+    hbm_Bps: float
+    gemm_eff: float
+    grad_bytes: float = ELEMENT_BYTES
+    fp8: bool = False
+    launches: int | None = None
+    """Kernels per pass of each GEMM (None: one per GEMM of its ``count``)."""
+
+    def gemm(self, name: str, M, N, K, count, share: float = 1.0) -> Op:
+        return gemm(name, M, N, K, count, self.peak, self.kernels, self.hbm_Bps, self.gemm_eff,
+                    grad_bytes=self.grad_bytes, fp8=self.fp8, share=share, launches=self.launches)
+
+    def memory(self, name: str, nbytes, share: float = 1.0) -> Op:
+        return memory_op(name, nbytes, self.kernels, self.hbm_Bps, share=share)
+
+
 def layer_ops(model: Model, T, s_kv, t, sp, ep, etp, kernels: Kernels, peak_bf16: float, peak_gemm: float,
               gemm_eff: float, hbm_Bps: float, grad_bytes: float = ELEMENT_BYTES, fp8: bool = False,
               flash: bool = True, ep_gather: bool = False, mb=1) -> list[Op]:
     """The operators of one average layer (dense and MoE parts weighted by ``share``)."""
-    h, a = model.hidden_size, model.num_heads
     T, s_kv, t, ep, etp = (np.asarray(x, dtype=float) for x in (T, s_kv, t, ep, etp))
-    sp = np.asarray(sp, bool)
-    g = dict(peak=peak_gemm, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=gemm_eff, grad_bytes=grad_bytes, fp8=fp8)
-    ops: list[Op] = []
-    fused = model.parallel_block
+    r = _Rates(peak_gemm, kernels, hbm_Bps, gemm_eff, grad_bytes, fp8)
+    d_qk, d_v = _head_dims(model)
+    if flash:
+        core = _flash_core(T, s_kv, model.num_heads / t, d_qk, d_v, kernels, peak_bf16)
+    else:
+        core = _unfused_core(model, T, s_kv, model.num_heads / t, d_qk, d_v, kernels, peak_bf16, hbm_Bps, mb)
+    return [*_attention_projections(model, T, t, r), core, *_mlp_ops(model, T, t, d_qk, d_v, r),
+            *_moe_ops(model, T, t, ep, etp, r, peak_bf16, ep_gather),
+            *_elementwise_ops(model, T, t, np.asarray(sp, bool), d_qk, r)]
 
-    # attention projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1)
+
+def _head_dims(model: Model) -> tuple[int, int]:
+    """(d_qk, d_v): query-key and value width of one head (MLA: DeepSeek-V2 §2.1)."""
     if model.mla is not None:
         ml = model.mla
-        d_qk, d_v = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+        return ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+    return model.head_width, model.head_width
+
+
+def _attention_projections(model: Model, T, t, r: _Rates) -> list[Op]:
+    """Q, K, V and output projections (formulas.md 2.4; MLA as in DeepSeek-V2 §2.1); a parallel block
+    fuses the standard ones with the MLP's (``_mlp_ops``)."""
+    h, a, fused = model.hidden_size, model.num_heads, model.parallel_block
+    d_qk, d_v = _head_dims(model)
+    ops: list[Op] = []
+    if model.mla is not None:
+        ml = model.mla
         if ml.q_lora_rank:
-            ops.append(gemm("q down", T, ml.q_lora_rank, h, 1, **g))
-            ops.append(gemm("q up", T, a * d_qk / t, ml.q_lora_rank, 1, **g))
+            ops.append(r.gemm("q down", T, ml.q_lora_rank, h, 1))
+            ops.append(r.gemm("q up", T, a * d_qk / t, ml.q_lora_rank, 1))
         else:
-            ops.append(gemm("q", T, a * d_qk / t, h, 1, **g))
-        ops.append(gemm("kv down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, 1, **g))
-        ops.append(gemm("kv up", T, a * (ml.qk_nope_head_dim + d_v) / t, ml.kv_lora_rank, 1, **g))
-        rope_width = a * ml.qk_rope_head_dim / t + ml.qk_rope_head_dim
-    else:
-        d_qk = d_v = model.head_width
-        if not fused:
-            ops.append(gemm("qkv", T, (a + 2 * model.kv_heads) * d_qk / t, h, 1, **g))
-        rope_width = (a + model.kv_heads) * d_qk / t
+            ops.append(r.gemm("q", T, a * d_qk / t, h, 1))
+        ops.append(r.gemm("kv down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, 1))
+        ops.append(r.gemm("kv up", T, a * (ml.qk_nope_head_dim + d_v) / t, ml.kv_lora_rank, 1))
+    elif not fused:
+        ops.append(r.gemm("qkv", T, (a + 2 * model.kv_heads) * d_qk / t, h, 1))
     if not fused:
-        ops.append(gemm("attention out", T, a * d_v / t, h, 1, **g))
+        ops.append(r.gemm("attention out", T, a * d_v / t, h, 1))
+    return ops
 
-    if flash:
-        # attention core: causal FlashAttention computes about half the s x s blocks
-        core = 2 * T * s_kv * (a / t) * (d_qk + d_v) * 0.5  # QK^T and PV, Korthikanti App. A; causal half
-        eff_len = _shape_factor(s_kv, kernels.attention_half_seq)
-        fwd = core / (peak_bf16 * kernels.attention_fwd * eff_len) + kernels.kernel_overhead_s
-        bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
-        ops.append(Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd))
-    else:
-        ops.append(_unfused_core(model, T, s_kv, a / t, d_qk, d_v, kernels, peak_bf16, hbm_Bps, mb))
 
-    # MLP: dense layers, and the MoE layers' routed and shared experts
-    gated = model.activation == Activation.SWIGLU
-    up_mult = 2 if gated else 1
-    moe = model.moe
-    dense_share = 1.0 - (model.moe_layers / model.num_layers if moe is not None else 0.0)
-    f = model.ffn_size
-    if fused:  # one GEMM for QKV and MLP-up on the shared input, one for both outputs into the residual
-        ops.append(gemm("qkv + mlp up", T, ((a + 2 * model.kv_heads) * d_qk + up_mult * f) / t, h, 1, **g))
-        ops.append(gemm("attention out + mlp down", T, h, (a * d_v + f) / t, 1, **g))
+def _flash_core(T, s_kv, heads, d_qk, d_v, kernels: Kernels, peak_bf16: float) -> Op:
+    """The attention core as FlashAttention runs it: causal, so about half the s x s blocks."""
+    core = 2 * T * s_kv * heads * (d_qk + d_v) * 0.5  # QK^T and PV, Korthikanti App. A; causal half
+    eff_len = _shape_factor(s_kv, kernels.attention_half_seq)
+    fwd = core / (peak_bf16 * kernels.attention_fwd * eff_len) + kernels.kernel_overhead_s
+    bwd = ATTENTION_BWD_RATIO * core / (peak_bf16 * kernels.attention_bwd * eff_len) + kernels.kernel_overhead_s
+    return Op("attention core", "attention", 1.0, core, np.zeros_like(core), fwd, bwd)
+
+
+def _dense_share(model: Model) -> float:
+    """Share of the layers with a dense MLP."""
+    return 1.0 - (model.moe_layers / model.num_layers if model.moe is not None else 0.0)
+
+
+def _up_matrices(model: Model) -> int:
+    return 2 if model.activation == Activation.SWIGLU else 1  # SwiGLU's up GEMM holds gate and up
+
+
+def _mlp_ops(model: Model, T, t, d_qk, d_v, r: _Rates) -> list[Op]:
+    """The dense layers' MLP; a parallel block's one GEMM for QKV and MLP-up on the shared input, and one
+    for both outputs into the residual."""
+    h, a, f = model.hidden_size, model.num_heads, model.ffn_size
+    up_mult, dense_share = _up_matrices(model), _dense_share(model)
+    ops: list[Op] = []
+    if model.parallel_block:
+        ops.append(r.gemm("qkv + mlp up", T, ((a + 2 * model.kv_heads) * d_qk + up_mult * f) / t, h, 1))
+        ops.append(r.gemm("attention out + mlp down", T, h, (a * d_v + f) / t, 1))
     elif dense_share > 0:
-        ops.append(gemm("mlp up", T, up_mult * f / t, h, 1, share=dense_share, **g))
-        ops.append(gemm("mlp down", T, h, f / t, 1, share=dense_share, **g))
+        ops.append(r.gemm("mlp up", T, up_mult * f / t, h, 1, share=dense_share))
+        ops.append(r.gemm("mlp down", T, h, f / t, 1, share=dense_share))
     if dense_share > 0:  # a parallel block is dense: its share is 1
-        ops.append(memory_op("mlp activation", ELEMENT_BYTES * T * f / t * model.mlp_intermediates, kernels,
-                             hbm_Bps, share=dense_share))
-    if moe is not None:
-        share = 1.0 - dense_share
-        E, k, fe = moe.num_experts, moe.top_k, moe.expert_ffn_size
-        T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
-        # rows per expert on the busiest GPU: the EP group's all-to-all waits for it (formulas.md 7;
-        # balanced routing gives the mean, T_moe * ep * k / E)
-        busiest = busiest_gpu_factors(moe, ep)
-        per_expert = T_moe * ep * k / E * busiest
-        experts = E / ep
-        gating = {**g, "peak": peak_bf16, "gemm_eff": kernels.gemm, "fp8": False}  # in BF16 (DeepSeek-V3 3.3.1)
-        ops.append(gemm("router", T_moe, E, h, 1, share=share, **gating))
-        ops.append(gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share, **g))
-        ops.append(gemm("experts down", per_expert, h, fe / etp, experts, share=share, **g))
-        # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
-        gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
-        rows = T_moe * k * busiest  # token copies the busiest GPU activates and permutes
-        ops.append(memory_op("experts activation + permute",
-                             ELEMENT_BYTES * rows * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, kernels,
-                             hbm_Bps, share=share))
-        if moe.shared_experts:
-            fs = moe.shared_experts * moe.shared_width
-            ops.append(gemm("shared up", T, up_mult * fs / t, h, 1, share=share, **g))
-            ops.append(gemm("shared down", T, h, fs / t, 1, share=share, **g))
+        ops.append(r.memory("mlp activation", ELEMENT_BYTES * T * f / t * model.mlp_intermediates,
+                            share=dense_share))
+    return ops
 
-    # memory-bound: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and K
-    # (learned positions are added once at the input, ALiBi inside the attention kernel); a parallel
-    # block has one of each (its fused output GEMM already sums attention and MLP); with SP the norms
-    # and residuals see T / t tokens (Korthikanti §4.2.2)
+
+def _moe_ops(model: Model, T, t, ep, etp, r: _Rates, peak_bf16: float, ep_gather: bool) -> list[Op]:
+    """The MoE layers' router, routed experts on the busiest GPU, and shared experts."""
+    moe = model.moe
+    if moe is None:
+        return []
+    h, up_mult, share = model.hidden_size, _up_matrices(model), 1.0 - _dense_share(model)
+    E, k, fe = moe.num_experts, moe.top_k, moe.expert_ffn_size
+    T_moe = T * etp / t  # tokens entering the MoE on this GPU: split over TP unless experts keep TP
+    # rows per expert on the busiest GPU: the EP group's all-to-all waits for it (formulas.md 7;
+    # balanced routing gives the mean, T_moe * ep * k / E)
+    busiest = busiest_gpu_factors(moe, ep)
+    per_expert = T_moe * ep * k / E * busiest
+    experts = E / ep
+    gating = dataclasses.replace(r, peak=peak_bf16, gemm_eff=r.kernels.gemm, fp8=False)  # BF16 (DeepSeek-V3 3.3.1)
+    ops = [gating.gemm("router", T_moe, E, h, 1, share=share),
+           r.gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share),
+           r.gemm("experts down", per_expert, h, fe / etp, experts, share=share)]
+    # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
+    gathered = np.where(ep > 1, 2 * ELEMENT_BYTES * T_moe * ep * h, 0.0) if ep_gather else 0.0
+    rows = T_moe * k * busiest  # token copies the busiest GPU activates and permutes
+    ops.append(r.memory("experts activation + permute",
+                        ELEMENT_BYTES * rows * (model.mlp_intermediates * fe / etp + 4 * h) + gathered, share=share))
+    if moe.shared_experts:
+        fs = moe.shared_experts * moe.shared_width
+        ops.append(r.gemm("shared up", T, up_mult * fs / t, h, 1, share=share))
+        ops.append(r.gemm("shared down", T, h, fs / t, 1, share=share))
+    return ops
+
+
+def _elementwise_ops(model: Model, T, t, sp, d_qk, r: _Rates) -> list[Op]:
+    """Memory-bound kernels: two norms (read, write), two residual adds (read 2, write 1), rotary on Q and
+    K (learned positions are added once at the input, ALiBi inside the attention kernel); a parallel
+    block has one of each (its fused output GEMM already sums attention and MLP); with SP the norms and
+    residuals see T / t tokens (Korthikanti §4.2.2)."""
+    h, fused = model.hidden_size, model.parallel_block
     T_sp = np.where(sp, T / t, T)
     passes = 2 + 3 if fused else 2 * 2 + 2 * 3
-    ops.append(memory_op("norms + residuals", ELEMENT_BYTES * T_sp * h * passes, kernels, hbm_Bps))
+    ops = [r.memory("norms + residuals", ELEMENT_BYTES * T_sp * h * passes)]
     if model.positions == Positions.ROTARY:
-        ops.append(memory_op("rotary", ELEMENT_BYTES * T * rope_width * 2, kernels, hbm_Bps))
+        ops.append(r.memory("rotary", ELEMENT_BYTES * T * _rope_width(model, t, d_qk) * 2))
     if model.dropout:
-        ops.append(memory_op("dropout", T_sp * h * (1 if fused else 2) * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
+        ops.append(r.memory("dropout", T_sp * h * (1 if fused else 2) * (2 * ELEMENT_BYTES + 1)))
     return ops
+
+
+def _rope_width(model: Model, t, d_qk) -> np.ndarray:
+    """Width of Q and K one token rotates on this GPU (MLA: the decoupled rope heads, K's shared by all)."""
+    if model.mla is not None:
+        rope = model.mla.qk_rope_head_dim
+        return model.num_heads * rope / t + rope
+    return (model.num_heads + model.kv_heads) * d_qk / t
 
 
 def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, peak_bf16: float, hbm_Bps: float,
@@ -211,14 +277,14 @@ def _unfused_core(model: Model, T, s_kv, heads, d_qk, d_v, kernels: Kernels, pea
     fused scale-mask-softmax over the scores, and dropout on them when the model has it; one operator,
     so that selective recompute runs all of it again."""
     # both operands are activations: the "weight" gradients (dK, dV) are written once, not accumulated
-    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=1.0)
-    g.update(launches=1)  # one batched GEMM over the heads and sequences of the micro-batch
+    # one batched GEMM over the heads and sequences of the micro-batch
+    r = _Rates(peak_bf16, kernels, hbm_Bps, kernels.gemm, grad_bytes=1.0, launches=1)
     q = T / mb  # queries of one sequence on this GPU
-    parts = [gemm("scores", q, s_kv, d_qk, heads * mb, **g),
-             memory_op("softmax", ELEMENT_BYTES * T * s_kv * heads * 2, kernels, hbm_Bps),  # read scores, write probs
-             gemm("values", q, d_v, s_kv, heads * mb, **g)]
+    parts = [r.gemm("scores", q, s_kv, d_qk, heads * mb),
+             r.memory("softmax", ELEMENT_BYTES * T * s_kv * heads * 2),  # read scores, write probs
+             r.gemm("values", q, d_v, s_kv, heads * mb)]
     if model.dropout:
-        parts.append(memory_op("attention dropout", T * s_kv * heads * (2 * ELEMENT_BYTES + 1), kernels, hbm_Bps))
+        parts.append(r.memory("attention dropout", T * s_kv * heads * (2 * ELEMENT_BYTES + 1)))
     flops, nbytes, fwd, bwd = (sum(getattr(op, f) for op in parts) for f in ("flops", "bytes", "fwd_s", "bwd_s"))
     return Op("attention core", "attention", 1.0, flops, nbytes, fwd, bwd)
 
@@ -230,11 +296,11 @@ def head_ops(model: Model, T, t, kernels: Kernels, peak_bf16: float, hbm_Bps: fl
     attention stay in higher precision)."""
     V = model.vocab_size
     T, t = np.asarray(T, dtype=float), np.asarray(t, dtype=float)
-    g = dict(peak=peak_bf16, kernels=kernels, hbm_Bps=hbm_Bps, gemm_eff=kernels.gemm, grad_bytes=grad_bytes)
+    r = _Rates(peak_bf16, kernels, hbm_Bps, kernels.gemm, grad_bytes)
     heads = 1 + model.mtp_layers
     ops = [
-        gemm("logits", T, V / t, model.hidden_size, heads, **g),
-        memory_op("softmax + loss", 4 * T * V / t * 3 * heads, kernels, hbm_Bps),  # FP32 logits written, read, grad
+        r.gemm("logits", T, V / t, model.hidden_size, heads),
+        r.memory("softmax + loss", 4 * T * V / t * 3 * heads),  # FP32 logits written, read, grad
     ]
     return [dataclasses.replace(op, output_layer=True) for op in ops]
 
@@ -257,12 +323,12 @@ def op_sac_again(model: Model, ops: list[Op]) -> np.ndarray:
     other = sorted({op.name for op in ops if op.kind == "gemm"} - set(again))
     if other:  # MoE, MLA, a parallel block: their matmuls run in another order
         raise ValueError(f"selective-op is modelled for dense standard blocks; this layer also has {', '.join(other)}")
-    return sum(op.share * op.fwd_s * (again.get(op.name, 0.0) if op.kind == "gemm" else float(op.kind == "memory"))
-               for op in ops)
+    return sum((op.share * op.fwd_s * (again.get(op.name, 0.0) if op.kind == "gemm" else float(op.kind == "memory"))
+                for op in ops), np.zeros(()))
 
 
 def layer_times(ops: list[Op]) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) seconds of one average layer for one micro-batch."""
-    fwd = sum(op.share * op.fwd_s for op in ops)
-    bwd = sum(op.share * op.bwd_s for op in ops)
+    fwd = sum((op.share * op.fwd_s for op in ops), np.zeros(()))
+    bwd = sum((op.share * op.bwd_s for op in ops), np.zeros(()))
     return fwd, bwd
