@@ -81,64 +81,89 @@ def op_sac_params(model: Model) -> float:
     return wk + wo + w  # wk, wo and w3 (SwiGLU) or w2 (two matrices): each h x f
 
 
-def model_counts(model: Model, convention: str = "causal") -> ModelCounts:
-    """Parameter and FLOP counts. ``convention``: "6N", "causal" or "noncausal" (formulas.md 2.1-2.4)."""
-    h, L, V, s = model.hidden_size, model.num_layers, model.vocab_size, model.seq_len
-    n_mat = _mlp_matrices(model)
-    moe = model.moe
+@dataclass(frozen=True)
+class _MoeLayerParams:
+    """Parameters of one MoE layer besides attention (all 0.0 for a dense model)."""
+
+    shared: float
+    """Shared experts."""
+    router: float
+    routed: float
+    """All routed experts."""
+    active_routed: float
+    """The k routed experts one token runs through."""
+
+
+def _moe_layer_params(model: Model) -> _MoeLayerParams:
+    moe, h, n_mat = model.moe, model.hidden_size, _mlp_matrices(model)
+    if moe is None:
+        return _MoeLayerParams(0.0, 0.0, 0.0, 0.0)
+    expert = n_mat * h * moe.expert_ffn_size
+    return _MoeLayerParams(shared=moe.shared_experts * n_mat * h * moe.shared_width, router=h * moe.num_experts,
+                           routed=moe.num_experts * expert, active_routed=moe.top_k * expert)
+
+
+def _forward_flops(model: Model, convention: str, attn: float, dense_mlp: float,
+                   moe: _MoeLayerParams) -> tuple[float, float]:
+    """(attention core, all layers) forward FLOPs per token: 2 per multiply-accumulate."""
+    h, L, s, mtp = model.hidden_size, model.num_layers, model.seq_len, model.mtp_layers
     L_moe = model.moe_layers
     L_dense = L - L_moe
-    mtp = model.mtp_layers
-
-    attn = attention_params(model)
-    dense_mlp = n_mat * h * model.ffn_size
-    if moe is not None:
-        expert = n_mat * h * moe.expert_ffn_size
-        shared = moe.shared_experts * n_mat * h * moe.shared_width
-        router = h * moe.num_experts
-        routed_layer = moe.num_experts * expert
-        active_routed_layer = moe.top_k * expert
-    else:
-        expert = shared = router = routed_layer = active_routed_layer = 0.0
-    embedding = V * h * (1 if model.tied_embeddings else 2)
-
-    params_routed = L_moe * routed_layer
-    params_total = L * attn + L_dense * dense_mlp + L_moe * (shared + router + routed_layer) + embedding
-    params_active = params_total - L_moe * (routed_layer - active_routed_layer)
-
-    # forward FLOPs per token: 2 per multiply-accumulate; training = 3x forward (Korthikanti App. A)
     d_qk, d_v = attention_widths(model)
     core_fwd_noncausal = 2 * s * (d_qk + d_v)  # QK^T and AV over the full s x s matrix (PaLM 12LHQT / 3)
     core_fwd = core_fwd_noncausal / 2 if convention == "causal" else core_fwd_noncausal
     attn_fwd = 2 * attn
     mlp_fwd = 2 * dense_mlp
-    moe_fwd = 2 * (active_routed_layer + shared)  # routers not counted (Megatron transformer_flops)
-    logits_fwd = 2 * h * V * (1 + mtp)
+    moe_fwd = 2 * (moe.active_routed + moe.shared)  # routers not counted (Megatron transformer_flops)
     last_fwd = attn_fwd + core_fwd + (moe_fwd if L_moe else mlp_fwd)
     layers_fwd = L_dense * (attn_fwd + core_fwd + mlp_fwd) + L_moe * (attn_fwd + core_fwd + moe_fwd)
     layers_fwd += mtp * (last_fwd + 2 * 2 * h * h)  # MTP: one more layer of the last kind + its 2h x h projection
-    per_token = 3 * (layers_fwd + logits_fwd)  # formulas.md 2.4
-    six_n = 6 * params_active  # formulas.md 2.1 (Kaplan), activated parameters for MoE
-    core_term = 3 * L * core_fwd
-    if convention == "6N":
-        per_token, core_term = six_n, 0.0
+    return core_fwd, layers_fwd
 
-    recompute = {
+
+def _recompute_flops(model: Model, core_fwd: float, layers_fwd: float) -> dict[str, float]:
+    """Extra forward FLOPs per token of each recompute mode."""
+    L = model.num_layers
+    return {
         Recompute.NONE.value: 0.0,
         Recompute.SELECTIVE.value: L * core_fwd,  # attention core forward again (Korthikanti 5)
         Recompute.FULL.value: layers_fwd,  # one more forward of every layer; logits not recomputed (Narayanan 5.1)
         Recompute.SELECTIVE_OP.value: L * 2 * op_sac_params(model),  # torchtitan's per-op policy: every second matmul
     }
+
+
+def model_counts(model: Model, convention: str = "causal") -> ModelCounts:
+    """Parameter and FLOP counts. ``convention``: "6N", "causal" or "noncausal" (formulas.md 2.1-2.4)."""
+    h, L, V = model.hidden_size, model.num_layers, model.vocab_size
+    L_moe = model.moe_layers
+    L_dense = L - L_moe
+
+    attn = attention_params(model)
+    dense_mlp = _mlp_matrices(model) * h * model.ffn_size
+    moe = _moe_layer_params(model)
+    embedding = V * h * (1 if model.tied_embeddings else 2)
+    params_routed = L_moe * moe.routed
+    params_total = L * attn + L_dense * dense_mlp + L_moe * (moe.shared + moe.router + moe.routed) + embedding
+    params_active = params_total - L_moe * (moe.routed - moe.active_routed)
+
+    # training = 3x forward (Korthikanti App. A)
+    core_fwd, layers_fwd = _forward_flops(model, convention, attn, dense_mlp, moe)
+    logits_fwd = 2 * h * V * (1 + model.mtp_layers)
+    per_token = 3 * (layers_fwd + logits_fwd)  # formulas.md 2.4
+    six_n = 6 * params_active  # formulas.md 2.1 (Kaplan), activated parameters for MoE
+    core_term = 3 * L * core_fwd
+    if convention == "6N":
+        per_token, core_term = six_n, 0.0
     return ModelCounts(
         params_total=float(params_total),
         params_active=float(params_active),
         params_embedding=float(embedding),
         params_routed_experts=float(params_routed),
         params_attention_layer=attn,
-        params_moe_layer_routed=float(routed_layer),
+        params_moe_layer_routed=float(moe.routed),
         flops_per_token=float(per_token),
         flops_per_token_6n=float(six_n),
         attention_core_flops_per_token=float(core_term),
-        recompute_flops_per_token=recompute,
+        recompute_flops_per_token=_recompute_flops(model, core_fwd, layers_fwd),
         layer_forward_flops_per_token=float(layers_fwd),
     )
