@@ -17,11 +17,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from _util import doc_text
+
 from stepbudget import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-README = "\n".join(p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
-"""The README and the docs pages: every command block in either is run."""
+README = doc_text()
+"""The README and the docs pages (docs/**/*.md): every command block in either is run."""
 BLOCKS = [b for b in re.findall(r"```\n(\$ stepbudget .*?)```", README, flags=re.S)
           if not b.startswith("$ stepbudget validate")]
 FIGURE = re.compile(r"(?<![\w.])[+-]?\d[\d,]*(?:\.\d+)?(?: ?(?:%|x|ms|us|µs|s|GB/s|TB/s|GB|MB|kB|TB|B|bits))?(?![\w.])")

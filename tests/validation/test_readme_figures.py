@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from _util import doc_text
+
 from stepbudget.units import fmt_time
 from stepbudget.validation.compare import summarize, validate
 from stepbudget.views.validation import _pct
 
 ROOT = Path(__file__).resolve().parents[2]
-README = "\n".join(p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
-"""The README and the docs pages: the validation analysis lives in docs/validation.md."""
+README = doc_text()
+"""The README and the docs pages (docs/**/*.md): every command block in either is run."""
 BLOCKS = re.findall(r"```\n(\$ stepbudget validate.*?)```", README, flags=re.S)
 
 
