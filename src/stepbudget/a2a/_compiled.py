@@ -12,16 +12,20 @@ schedule.py runs scipy and Python.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 try:
-    from numba import njit
-
-    AVAILABLE = True
+    import numba  # noqa: F401 - probe only; the kernels use njit
 except ImportError:  # pragma: no cover - numba is a dependency; this keeps the module importable without it
     AVAILABLE = False
+else:
+    AVAILABLE = True
 
+if TYPE_CHECKING or AVAILABLE:  # type-checked against numba's own stubs
+    from numba import njit
+else:  # pragma: no cover - without numba the kernels run as the plain Python they are written in
     def njit(*args, **kwargs):
         return lambda f: f
 
