@@ -85,12 +85,14 @@ def layer_widths(model: Model) -> dict[str, float]:
     """Per-token widths ``layer_activation_bytes`` needs, for this model's average layer."""
     h, a, per_ff = model.hidden_size, model.num_heads, model.mlp_intermediates  # stored intermediates per d_ff
     d_qk, attn_out = attention_widths(model)
+    qkv: float
+    latent: float
     if model.mla is not None:  # DeepSeek MLA: Q and K of nope+rope width, V of v_head_dim; latents outside TP
         ml = model.mla
         qkv, latent = 2 * d_qk + attn_out, ml.q_lora_rank + ml.kv_lora_rank + ml.qk_rope_head_dim
     else:
         qkv, latent = d_qk + 2 * model.kv_heads * model.head_width, 0.0  # GQA: K and V have kv_heads heads
-    mlp = per_ff * model.ffn_size
+    mlp: float = per_ff * model.ffn_size
     if model.moe is not None:
         moe = model.moe
         routed = moe.top_k * (h + per_ff * moe.expert_ffn_size)  # dispatched copy + intermediates

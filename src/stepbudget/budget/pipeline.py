@@ -230,8 +230,8 @@ def check_schedule(schedule, p, m, v) -> str | None:
 
     Scalar arguments only; for sweeps use ``schedule_reason`` / ``schedule_valid``.
     """
-    reason = int(schedule_reason(schedule, p, m, v))
-    if reason == 0:
+    template = SCHEDULE_REASONS[int(schedule_reason(schedule, p, m, v))]
+    if template is None:  # reason 0: the schedule fits
         return None
     name = SCHEDULE_BY_CODE[int(schedule_code(schedule))]
-    return SCHEDULE_REASONS[reason].format(schedule=name, p=p, m=m, v=v, need=2 * p - 1)
+    return template.format(schedule=name, p=p, m=m, v=v, need=2 * p - 1)

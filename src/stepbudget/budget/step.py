@@ -52,13 +52,18 @@ class Budget:
     hbm_bytes: np.ndarray
 
     @property
+    def _zero(self) -> np.ndarray:
+        """The start of every sum over exchanges: 0.0 + x is x, bit for bit, and an empty sum has the plan's shape."""
+        return np.zeros(self.plan.shape)
+
+    @property
     def comm_s(self) -> np.ndarray:
         """All exchange time, hidden or not."""
-        return sum(x.time_s for x in self.exchanges)
+        return sum((x.time_s for x in self.exchanges), self._zero)
 
     @property
     def exposed_comm_s(self) -> np.ndarray:
-        return sum(self.exposed_s)
+        return sum(self.exposed_s, self._zero)
 
     @property
     def comm_share(self) -> np.ndarray:
@@ -75,13 +80,13 @@ class Budget:
         for d in DIMS:
             rows = [i for i, x in enumerate(self.exchanges) if x.dim == d]
             vals = [self.exposed_s[i] if field == "exposed_s" else getattr(self.exchanges[i], field) for i in rows]
-            out[d.value] = sum(vals) if vals else np.zeros(self.plan.shape)
+            out[d.value] = sum(vals, self._zero)
         return out
 
     def link_bytes(self) -> dict[str, np.ndarray]:
         return {
-            "nic": sum(x.nic_bytes for x in self.exchanges),
-            "nvlink": sum(x.nvlink_bytes for x in self.exchanges),
+            "nic": sum((x.nic_bytes for x in self.exchanges), self._zero),
+            "nvlink": sum((x.nvlink_bytes for x in self.exchanges), self._zero),
             "hbm": self.hbm_bytes,
         }
 
@@ -109,7 +114,7 @@ class Budget:
                 + _html.table("Bytes per GPU per step, by dimension", header, rows))
 
     @property
-    def balance(self) -> dict[str, float]:
+    def balance(self) -> dict[str, float | np.ndarray]:
         """FLOP per byte at which each link's time equals compute time: rate / bandwidth."""
         p = self.plan
         return {"nic": p.flops_rate / p.nic_Bps, "nvlink": p.flops_rate / p.nvlink_Bps, "hbm": p.flops_rate / p.hbm_Bps}
