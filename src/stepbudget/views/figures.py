@@ -17,7 +17,7 @@ from stepbudget.sweep.scaling import ScaleCurve
 
 FORMATS = (".html", ".png", ".svg")
 
-def _atomic(path: Path, write: Callable[[Path], None], option: str = "--plot") -> None:
+def _atomic(path: Path, write: Callable[[Path], object], option: str = "--plot") -> None:
     """Write ``path`` through a temporary file beside it, so a failure never leaves half a file;
     a path that cannot be written is a one-line input error naming ``option``."""
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}{path.suffix}")

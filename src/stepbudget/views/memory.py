@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -40,7 +41,9 @@ def memory_table(mem: Memory) -> Table:
     d = memory_dict(mem)
     sc = mem.plan.scenario
     t = Table(title=f"{sc.name}: memory per GPU on the first pipeline rank · {layout_label(sc)}", title_justify="left")
-    for col, just in (("component", "left"), ("bytes", "right"), ("share of HBM", "right"), ("what", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("component", "left"), ("bytes", "right"),
+                                                      ("share of HBM", "right"), ("what", "left"))
+    for col, just in columns:
         t.add_column(col, justify=just)
     for k in COMPONENTS:
         t.add_row(k, fmt_bytes(d["bytes"][k]), f"{d['bytes'][k] / mem.capacity:.1%}", _NOTES[k])

@@ -59,7 +59,8 @@ def verdict(r: MoEReport) -> list[str]:
             out.append(f"balanced enough: the plain all-to-all is within {gap:.0%} of "
                        "the lower bound; a schedule buys nothing")
     if r.forwarded_nic_bytes is not None:
-        limit = r.scenario.model.moe.node_limit
+        moe = r.scenario.model.moe  # never None: moe_report refuses a dense model
+        limit = moe.node_limit if moe is not None else None
         how = f"at most {limit} servers a token, " if limit else ""
         share = f"{fmt_bytes(r.forwarded_nic_bytes)} over NICs per layer instead of {fmt_bytes(r.plain_nic_bytes)} " \
                 f"({r.forwarded_nic_bytes / max(r.plain_nic_bytes, 1):.0%})"

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from rich.table import Table
 from rich.text import Text
 
+from stepbudget.budget.step import Budget
 from stepbudget.sweep.scaling import ScaleCurve
 from stepbudget.units import fmt_bytes, fmt_flops, fmt_time
 from stepbudget.plan.derive import derive
@@ -21,12 +22,12 @@ def scale_dict(curve: ScaleCurve) -> dict:
         "kernel_rate_flops": float(derive(curve.scenario).flops_rate),
         "calibrated_rate": curve.calibrated_rate is not None,
         "points": [asdict(p) for p in curve.points],
-    } | ({"as_measured": measured_dict(curve)} if curve.measured is not None else {})
+    } | ({"as_measured": measured_dict(curve.measured)} if curve.measured is not None else {})
 
 
-def measured_dict(curve: ScaleCurve) -> dict:
-    """What `budget` shows for the scenario as written, whose whole-step rate the curve carries as a kernel rate."""
-    b = curve.measured
+def measured_dict(b: Budget) -> dict:
+    """What `budget` shows for the scenario as written (a curve's ``measured``), whose whole-step rate the curve
+    carries as a kernel rate."""
     return {"gpus": b.plan.scenario.cluster.gpus, "rate_flops": float(b.plan.flops_rate), "compute_s": float(b.compute_s),
             "bubble_s": float(b.bubble_s), "step_s": float(b.step_s)}
 
@@ -35,7 +36,7 @@ def measured_note(curve: ScaleCurve) -> str | None:
     """One line on why `budget` and this table split the same measured step differently, at the scenario's size."""
     if curve.measured is None:
         return None
-    m = measured_dict(curve)
+    m = measured_dict(curve.measured)
     at = next((p for p in curve.points if p.gpus == m["gpus"] and not curve.researched), None)
     same = (f"the same {fmt_time(at.step_s)} step as budget at {m['gpus']:,} GPUs, " if at is not None
             else f"budget's {fmt_time(m['step_s'])} step at {m['gpus']:,} GPUs, ")

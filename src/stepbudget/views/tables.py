@@ -7,11 +7,13 @@ import math
 from typing import Callable
 
 import numpy as np
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from stepbudget.budget.step import DIMS, Budget
 from stepbudget.inputs.scenario import Scenario
+from stepbudget.plan.operators import Op
 from stepbudget.units import fmt_bytes, fmt_flop, fmt_flops, fmt_rate, fmt_time
 
 
@@ -177,11 +179,9 @@ def operators_table(budget: Budget) -> Table:
         t.add_column(col, justify="left" if col in ("operator", "kind") else "right")
     layers = (p.scenario.model.num_layers + p.scenario.model.mtp_layers) / p.pp
     total = float(budget.compute_s)
-    rows = []
-    for op in p.operators:
-        per_step = float(np.asarray((op.fwd_s + op.bwd_s) * p.microbatches * (1 / p.pp if op.output_layer else
-                                                                               op.share * layers)))
-        rows.append((op, per_step))
+    rows: list[tuple[Op | None, float]] = [  # time per step of each operator, then (None) the optimizer's
+        (op, float(np.asarray((op.fwd_s + op.bwd_s) * p.microbatches * (1 / p.pp if op.output_layer else op.share * layers))))
+        for op in p.operators]
     rows.append((None, float(p.optimizer_s)))
     for op, sec in sorted(rows, key=lambda r: -r[1]):
         if op is None:
@@ -202,9 +202,10 @@ def operators_table(budget: Budget) -> Table:
 def exchanges_table(budget: Budget) -> Table:
     """The chapter's "Bytes per GPU, by dimension", one row per collective kind."""
     t = Table(title="Bytes per GPU per step, by dimension", title_justify="left")
-    for col, just in (("dim", "left"), ("collective", "left"), ("group", "right"),
-                      ("message", "right"), ("calls", "right"), ("bytes/GPU", "right"), ("on NIC", "right"),
-                      ("on NVLink", "right"), ("time", "right"), ("exposed", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("dim", "left"), ("collective", "left"), ("group", "right"), ("message", "right"), ("calls", "right"),
+        ("bytes/GPU", "right"), ("on NIC", "right"), ("on NVLink", "right"), ("time", "right"), ("exposed", "right"))
+    for col, just in columns:
         t.add_column(col, justify=just)
     for r in budget_dict(budget)["exchanges"]:
         t.add_row(

@@ -37,7 +37,8 @@ def _run_dict(r: Row) -> dict:
 
 def explain_dict(r: Row, budget_doc: dict) -> dict:
     """The `validate --explain ID --json` object: the run's row, the scenario it became, its budget."""
-    return {"run": _run_dict(r), "scenario": r.case.scenario.model_dump(mode="json"), "budget": budget_doc}
+    sc = r.case.scenario  # explain() refuses a run without one; a row of any other run shows null
+    return {"run": _run_dict(r), "scenario": None if sc is None else sc.model_dump(mode="json"), "budget": budget_doc}
 
 
 def explain_lines(r: Row) -> list[str]:
@@ -58,17 +59,22 @@ def _pct(x: float | None, signed: bool = False) -> str:
     return "-" if x is None else f"{x:+.1%}" if signed else f"{x:.1%}"
 
 
+def _time(x: float | None) -> str:
+    return "-" if x is None else fmt_time(x)
+
+
 def runs_table(rows: list[Row]) -> Table:
     t = Table(title="Predicted against measured (step time; error = predicted / measured - 1)", title_justify="left")
     for col in ("run", "GPUs", "measured", "predicted", "error", "MFU meas.", "MFU pred."):
         t.add_column(col, justify="left" if col == "run" else "right")
-    shown = [r for r in rows if r.error is not None]
-    for r in shown:
+    # a row with an error has both step times, so _time never shows "-" here
+    shown = [(r, error) for r in rows if (error := r.error) is not None]
+    for r, error in shown:
         derived = "" if r.case.measured_from == "step_time_s" else "*"
-        style = "" if abs(r.error) <= 0.10 else "yellow" if abs(r.error) <= 0.25 else "red"
-        t.add_row(r.case.id, f"{r.case.gpus:,}", fmt_time(r.case.measured_step_s) + derived, fmt_time(r.predicted_step_s),
-                  Text(_pct(r.error, True), style=style), _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
-    if any(r.case.measured_from != "step_time_s" for r in shown):
+        style = "" if abs(error) <= 0.10 else "yellow" if abs(error) <= 0.25 else "red"
+        t.add_row(r.case.id, f"{r.case.gpus:,}", _time(r.case.measured_step_s) + derived, _time(r.predicted_step_s),
+                  Text(_pct(error, True), style=style), _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
+    if any(r.case.measured_from != "step_time_s" for r, _ in shown):
         t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
         t.caption_justify = "left"
     return t
@@ -120,12 +126,12 @@ def figure_series(rows: list[Row]) -> dict[Series, list[Row]]:
     530B runs), stays one line."""
     groups: dict[tuple[str, str, int], dict[int, list[Row]]] = {}
     for r in rows:
-        if r.case.measured_mfu is None or r.predicted_mfu is None:
+        sc = r.case.scenario  # a predicted MFU implies a scenario
+        if sc is None or r.case.measured_mfu is None or r.predicted_mfu is None:
             continue
         fw = r.case.framework.lower()
         name = ("MegaScale-MoE" if "megascale-moe" in fw else "MegaScale" if "megascale" in fw
                 else "Megatron-LM" if "megatron" in fw else r.case.source)
-        sc = r.case.scenario
         tokens = sc.global_batch_seqs * sc.model.seq_len
         groups.setdefault((name, sc.model.name, sc.model.seq_len), {}).setdefault(tokens, []).append(r)
     seqs: dict[tuple[str, str], int] = {}

@@ -46,7 +46,7 @@ def whatif_table(variants: list[Variant]) -> Table:
         t.add_row(label, *(fmt(x) + (_ratio(x, values[0]) if compare and i else "") for i, x in enumerate(values)))
 
     t.add_row("GPUs", *(f"{v.scenario.cluster.gpus:,} {v.scenario.cluster.gpu.name.split()[0]}" for v in variants))
-    t.add_row("layout", *(degrees_label(lambda a, lay=v.scenario.layout: getattr(lay, a))
+    t.add_row("layout", *(degrees_label(lambda a: getattr(v.scenario.layout, a))  # called at once, with this v
                           + (f" HSDP{v.scenario.layout.dp_replicas}" if v.scenario.layout.dp_replicas > 1 else "")
                           for v in variants))
     f = lambda x: float(x)  # noqa: E731

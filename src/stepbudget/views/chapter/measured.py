@@ -88,7 +88,7 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
     if sources is not None:
         rows = [r for r in rows if r.case.source in sources]
     systems: dict[str, int] = {}
-    data = []
+    data: list[dict] = []  # plotly traces, plain dicts like the figure itself
     for series, members in figure_series(rows).items():
         members = sorted(members, key=lambda r: r.case.gpus)
         system = series.system

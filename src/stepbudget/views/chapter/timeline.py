@@ -135,8 +135,8 @@ def one_step(lang: str, ref: str, sets: list[str], max_tasks: int | None = None)
     """Figure 5.1: one GPU's step, its first passes and its last with the rest elided, every exchange labelled.
     ``max_tasks`` bounds the simulation (TooLarge past it): a page must answer in about a second."""
     budget = _budget(ref, sets)
-    if max_tasks is not None and (tasks := program_size(budget)) > max_tasks:
-        raise TooLarge(tasks, max_tasks)
+    if max_tasks is not None and (size := program_size(budget)) > max_tasks:
+        raise TooLarge(size, max_tasks)
     r = simulate_step(budget)
     tl, p = r.timeline, r.program
     tasks = _stage0(r)
@@ -246,10 +246,11 @@ def bucket_deadlines(lang: str, ref: str, sets: list[str]) -> dict:
     rows = _row_labels(lang)
     present = {_kind(full, x) for x in _stage0(full)}  # the same tasks at either rate
     kinds = [k for k in _ORDER if k in present]
-    data = [{"type": "bar", "orientation": "h", "name": t(lang, f"fig.5.1.kind.{kind}"), "x": [], "base": [], "y": [],
-             "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
-             "hovertemplate": "%{customdata}<extra>%{fullData.name}</extra>"}
-            for kind in kinds]
+    data: list[dict] = [  # plotly traces, plain dicts like the figure itself
+        {"type": "bar", "orientation": "h", "name": t(lang, f"fig.5.1.kind.{kind}"), "x": [], "base": [], "y": [],
+         "marker": {"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
+         "hovertemplate": "%{customdata}<extra>%{fullData.name}</extra>"}
+        for kind in kinds]
     data.append({"type": "scatter", "mode": "markers", "name": t(lang, "fig.anim-5.1.miss"), "x": [], "y": [],
                  "marker": {"symbol": "x", "size": 12, "color": "#c0392b"},
                  "hovertemplate": t(lang, "fig.anim-5.1.late", late="%{customdata}") + "<extra></extra>"})

@@ -109,7 +109,8 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
     last = t(lang, "fig.anim-5.2.frame", window=fmt.time(lang, window_s), average=fmt.line_rate(low / BITS_PER_BYTE)
              ) if flat else t(lang, "fig.anim-5.2.follows", window=fmt.time(lang, window_s), step=fmt.time(lang, step),
                               low=fmt.line_rate(low / BITS_PER_BYTE), high=fmt.line_rate(high / BITS_PER_BYTE))
-    frames, steps = [], []
+    frames: list[dict] = []  # plotly frames and slider steps, plain figure dicts like the figure itself
+    steps: list[dict] = []
     for k, right in enumerate(np.geomspace(near, far, FRAMES).tolist()):
         shown = k >= FRAMES - 4  # the counter's line appears once the window is in view
         name = str(k)
