@@ -47,14 +47,6 @@ _Q = 1 << 40  # integer grid of one token's probability mass: exact cell arithme
 # ---------------------------------------------------------------- validation
 
 
-
-
-
-
-
-
-
-
 def check_traffic_matrix(D, servers=None, gpus_per_server=None, name: str = "D") -> np.ndarray:
     """Validate a traffic matrix and return it as float64 (n, n) bytes.
 
@@ -78,8 +70,6 @@ def check_traffic_matrix(D, servers=None, gpus_per_server=None, name: str = "D")
 
 
 # ---------------------------------------------------------------- popularity and sampling
-
-
 
 
 def _integer_mass(pi: np.ndarray, k: int) -> np.ndarray:
@@ -248,6 +238,38 @@ class NodeLimitedTraffic:
         return float(self.nic.sum())
 
 
+def _check_node_limit(e2s: np.ndarray, S: int, Mn: int, k: int) -> None:
+    """Refuse a node limit under which a token's ``k`` experts cannot all be found."""
+    per_server = np.bincount(e2s, minlength=S)
+    if np.sort(per_server)[::-1][: min(Mn, S)].sum() < k:
+        raise ValueError(
+            f"a token's top_k={k} experts do not fit on the max_nodes={Mn} servers it may reach "
+            f"({per_server.max()} experts per server at most); raise the node limit (model.moe.node_limit) "
+            "or put more GPUs in each server"
+        )
+
+
+def _route_source(src: int, experts: np.ndarray, tok: np.ndarray, e2g: np.ndarray, S: int, G: int,
+                  copies: np.ndarray, nic: np.ndarray, nvlink: np.ndarray) -> float:
+    """Add GPU ``src``'s dispatch to ``copies``, ``nic`` and ``nvlink`` (in place); return its node visits.
+
+    ``experts`` (cells, k) are each cell's experts after the node limit, ``tok`` (cells,) its tokens.
+    """
+    e2s = e2g // G
+    u, i = divmod(src, G)
+    gpu = e2g[experts]
+    np.add.at(copies[src], gpu, np.broadcast_to(tok[:, None], gpu.shape))
+    targets = np.zeros((experts.shape[0], S), dtype=bool)
+    np.put_along_axis(targets, e2s[experts], True, axis=1)
+    visits = float(tok @ targets.sum(axis=1))
+    remote = targets.copy()
+    remote[:, u] = False
+    nic[src, np.arange(S) * G + i] += tok @ remote  # one IB crossing per token per remote server (formulas.md 7.2)
+    relay = np.where(e2s[experts] == u, src, e2s[experts] * G + i)  # GPU that holds the copy before NVLink
+    np.add.at(nvlink, (relay.ravel(), gpu.ravel()), np.broadcast_to(tok[:, None], gpu.shape).ravel())
+    return visits
+
+
 def node_limited_traffic(
     tokens_per_gpu,
     hidden,
@@ -279,13 +301,7 @@ def node_limited_traffic(
     copy_bytes = _bytes_per_copy(hidden, bytes_per_elem)
     e2g = _expert_to_gpu(expert_to_gpu, E, n)
     e2s = e2g // G
-    per_server = np.bincount(e2s, minlength=S)
-    if np.sort(per_server)[::-1][: min(Mn, S)].sum() < k:
-        raise ValueError(
-            f"a token's top_k={k} experts do not fit on the max_nodes={Mn} servers it may reach "
-            f"({per_server.max()} experts per server at most); raise the node limit (model.moe.node_limit) "
-            "or put more GPUs in each server"
-        )
+    _check_node_limit(e2s, S, Mn, k)
     gen = _rng(rng)
     pi = expert_popularity(E, k, skew, gen)
     cells = _sample_cells(pi, k, T, n, gen)
@@ -294,18 +310,7 @@ def node_limited_traffic(
     node_visits = 0.0
     for src in range(n):
         experts = _limit_nodes(cells.experts[src], pi, e2s, on_server, S, Mn, k)  # (E cells, k)
-        tok = cells.tokens[src].astype(np.float64)
-        u, i = divmod(src, G)
-        gpu = e2g[experts]
-        np.add.at(copies[src], gpu, np.broadcast_to(tok[:, None], gpu.shape))
-        targets = np.zeros((E, S), dtype=bool)
-        np.put_along_axis(targets, e2s[experts], True, axis=1)
-        node_visits += float(tok @ targets.sum(axis=1))
-        remote = targets.copy()
-        remote[:, u] = False
-        nic[src, np.arange(S) * G + i] += tok @ remote  # one IB crossing per token per remote server (formulas.md 7.2)
-        relay = np.where(e2s[experts] == u, src, e2s[experts] * G + i)  # GPU that holds the copy before NVLink
-        np.add.at(nvlink, (relay.ravel(), gpu.ravel()), np.broadcast_to(tok[:, None], gpu.shape).ravel())
+        node_visits += _route_source(src, experts, cells.tokens[src].astype(np.float64), e2g, S, G, copies, nic, nvlink)
     np.fill_diagonal(nvlink, 0.0)  # the relay GPU is the expert's GPU: no hop
     return NodeLimitedTraffic(
         copies=copies * copy_bytes,
@@ -313,8 +318,6 @@ def node_limited_traffic(
         nvlink=nvlink * copy_bytes,
         nodes_per_token=node_visits / max(n * T, 1),
     )
-
-
 
 
 def _limit_nodes(experts, pi, e2s, on_server, S: int, Mn: int, k: int) -> np.ndarray:
@@ -334,10 +337,6 @@ def _limit_nodes(experts, pi, e2s, on_server, S: int, Mn: int, k: int) -> np.nda
 
 
 # ---------------------------------------------------------------- summaries
-
-
-
-
 
 
 def pair_skew_matrix(n_gpus, bytes_per_gpu, skew, rng=None) -> np.ndarray:
