@@ -19,6 +19,7 @@ from stepbudget.a2a.routing import (SkewStats, check_traffic_matrix, gpu_traffic
                                     pair_skew_matrix, server_matrix, skew_stats)
 from stepbudget.a2a.timing import AllToAllTimes, alltoall_times
 from stepbudget.enums import Activation
+from stepbudget.inputs.model import MoE
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 
@@ -102,15 +103,20 @@ class LayerInputs:
     """Whether the EP group fits in one node, so the all-to-all stays on NVLink."""
 
 
+def _moe_of(sc: Scenario) -> MoE:
+    """The expert layers of ``sc``; a dense model is refused by name."""
+    if sc.model.moe is None:
+        raise ScenarioError(f"model.moe: {sc.name} is a dense model; add model.moe (experts, top_k) or pick an MoE preset")
+    return sc.model.moe
+
+
 def layer_inputs(sc: Scenario) -> LayerInputs:
     """One MoE layer of ``sc``: expert width, hidden size, tokens per GPU, top-k, EP, peak and link rates."""
-    model = sc.model
-    if model.moe is None:
-        raise ScenarioError(f"model.moe: {sc.name} is a dense model; add model.moe (experts, top_k) or pick an MoE preset")
+    model, moe = sc.model, _moe_of(sc)
     plan = derive(sc)
     return LayerInputs(
-        expert_ffn=model.moe.expert_ffn_size, hidden=model.hidden_size, tokens_per_gpu=int(plan.dispatch_tokens),
-        top_k=model.moe.top_k, ep=sc.layout.ep, peak_flops=sc.peak_gemm_flops, nvlink_Bps=float(plan.nvlink_Bps),
+        expert_ffn=moe.expert_ffn_size, hidden=model.hidden_size, tokens_per_gpu=int(plan.dispatch_tokens),
+        top_k=moe.top_k, ep=sc.layout.ep, peak_flops=sc.peak_gemm_flops, nvlink_Bps=float(plan.nvlink_Bps),
         nic_Bps=float(plan.nic_Bps), dispatch_bytes=sc.precision.dispatch,
         swiglu=model.activation == Activation.SWIGLU, ep_in_node=int(np.asarray(plan.q["ep"])) >= sc.layout.ep)
 
@@ -120,8 +126,7 @@ def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int
     """One MoE layer call's dispatch bytes, source GPU by destination GPU, over ``servers`` x ``gpus_per_server``
     GPUs, drawn from the routing model with ``seed``: a fresh seed is the next call."""
     li = li or layer_inputs(sc)
-    moe, n = sc.model.moe, servers * gpus_per_server
-    assert moe is not None  # layer_inputs refused a dense model
+    moe, n = _moe_of(sc), servers * gpus_per_server
     if skew.kind == "pairs":
         return pair_skew_matrix(n, li.tokens_per_gpu * moe.top_k * li.hidden * li.dispatch_bytes, skew.exponent,
                                 rng=seed)
@@ -137,7 +142,7 @@ def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
                gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
     li = layer_inputs(sc)
-    model, moe, cl = sc.model, sc.model.moe, sc.cluster
+    model, moe, cl = sc.model, _moe_of(sc), sc.cluster
     plan = derive(sc)
     peak, ep, f, nic, nvlink = li.peak_flops, li.ep, li.expert_ffn, li.nic_Bps, li.nvlink_Bps
     ratio = {name: {"exact": float(hiding_ratio(f, B, peak, ep)), "approx": float(hiding_ratio(f, B, peak)),
