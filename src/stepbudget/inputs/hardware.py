@@ -27,28 +27,28 @@ class Kernels(Frozen):
     """
 
     source: str = ""
-    gemm: float = Field(0.78, gt=0, le=1)
+    gemm: float = Field(default=0.78, gt=0, le=1)
     """Share of the dense BF16 peak a large BF16 GEMM reaches."""
-    gemm_fp8: float = Field(0.70, gt=0, le=1)
+    gemm_fp8: float = Field(default=0.70, gt=0, le=1)
     """Share of the dense FP8 peak a large FP8 GEMM reaches (block-scaled, DeepGEMM-style)."""
-    gemm_half_dim: float = Field(64.0, gt=0)
+    gemm_half_dim: float = Field(default=64.0, gt=0)
     """GEMM dimension at which the shape factor f halves the efficiency."""
-    attention_fwd: float = Field(0.62, gt=0, le=1)
+    attention_fwd: float = Field(default=0.62, gt=0, le=1)
     """Share of the BF16 peak FlashAttention's forward reaches at long sequences."""
-    attention_bwd: float = Field(0.50, gt=0, le=1)
+    attention_bwd: float = Field(default=0.50, gt=0, le=1)
     """Share of the BF16 peak FlashAttention's backward reaches at long sequences."""
-    attention_half_seq: float = Field(256.0, gt=0)
+    attention_half_seq: float = Field(default=256.0, gt=0)
     """Sequence length (keys) at which attention efficiency halves."""
-    flash2_fwd: float | None = Field(None, gt=0, le=1)
+    flash2_fwd: float | None = Field(default=None, gt=0, le=1)
     """FlashAttention-2's forward speed as a share of ``attention_fwd``, this GPU's best kernel: 1 where
     FlashAttention-2 is the best (A100), None where no figure is published."""
-    flash2_bwd: float | None = Field(None, gt=0, le=1)
+    flash2_bwd: float | None = Field(default=None, gt=0, le=1)
     """FlashAttention-2's backward speed as a share of ``attention_bwd`` (as ``flash2_fwd``)."""
-    hbm: float = Field(0.85, gt=0, le=1)
+    hbm: float = Field(default=0.85, gt=0, le=1)
     """Share of the HBM bandwidth memory-bound kernels reach."""
     kernel_overhead_s: Seconds = 5e-6
     """Fixed time of one kernel (launch, ramp and tail): what a tiny GEMM costs whatever its size."""
-    clock: float = Field(1.0, gt=0, le=1)
+    clock: float = Field(default=1.0, gt=0, le=1)
     """Share of the datasheet peak's clock the GPU holds under sustained training load (power cap);
     multiplies every compute-bound rate."""
     epilogue_overlap: bool = True
@@ -82,7 +82,7 @@ class Tier(Frozen):
     name: str = "tier"
     domain_gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs under one domain of this tier (Llama 3: a 3,072-GPU pod)."""
-    oversubscription: float = Field(1.0, ge=1.0)
+    oversubscription: float = Field(default=1.0, ge=1.0)
     """Downlink to uplink ratio at this tier's boundary (Llama 3 aggregation: 7)."""
 
 
@@ -96,22 +96,22 @@ class Cluster(Frozen):
     gpu: GPU
     achieved_flops: Flops | None = None
     """Achieved FLOP/s per GPU; overrides achieved_fraction."""
-    achieved_fraction: float | None = Field(None, gt=0, le=1)
+    achieved_fraction: float | None = Field(default=None, gt=0, le=1)
     """Achieved share of the peak used for compute time when achieved_flops is unset."""
     rate_scope: RateScope = RateScope.KERNEL
     """kernel: the bubble and exposed exchanges are added on top of the rate; step: the
     rate is a measured whole-step average that already contains them (except DP at the edges)."""
-    gpus_per_node: int = Field(8, gt=0, le=MAX_COUNT)
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_COUNT)
     """Scale-up domain size g (NVLink domain: 8 for HGX, 72 for NVL72)."""
     nvlink_Bps: Rate
     """Scale-up bandwidth per GPU per direction, bytes/s (H100: 450 GB/s)."""
-    nics_per_node: int = Field(8, gt=0, le=MAX_COUNT)
+    nics_per_node: int = Field(default=8, gt=0, le=MAX_COUNT)
     """Scale-out NICs per node."""
     nic_Bps: Rate
     """Line rate of one NIC per direction, bytes/s (400 Gb/s = 50 GB/s)."""
-    nvlink_efficiency: float = Field(1.0, gt=0, le=1)
+    nvlink_efficiency: float = Field(default=1.0, gt=0, le=1)
     """Share of the NVLink rate a collective achieves."""
-    nic_efficiency: float = Field(1.0, gt=0, le=1)
+    nic_efficiency: float = Field(default=1.0, gt=0, le=1)
     """Share of the NIC line rate a collective achieves."""
     nvlink_latency_s: Seconds = 3.4e-6
     """Latency per collective step on NVLink (NCCL tuning.cc, Ring/Simple NVLink hw latency)."""

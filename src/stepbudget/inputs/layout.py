@@ -49,7 +49,7 @@ class Layout(Frozen):
     across the groups. 1: one group, the whole DP x CP group (FSDP, ZeRO)."""
     reshard_after_forward: bool = True
     """FSDP only: free gathered parameters after forward and gather them again in backward (ZeRO-3 always does)."""
-    dp_bucket_params: float | None = Field(None, gt=0)
+    dp_bucket_params: float | None = Field(default=None, gt=0)
     """DDP and ZeRO-1: parameters per gradient bucket, one collective call each. Default Megatron-Core's
     max(40 M, 1 M x DP ranks) when DP is overlapped, and one bucket for the whole buffer when it is not."""
     sequence_parallel: bool = True
@@ -143,7 +143,7 @@ class Precision(Frozen):
     grad_buffer: ElementBytes | None = None
     """Bytes per element of the buffer gradients accumulate in over micro-batches (Megatron's
     FP32 main_grad: 4); defaults to ``grads``."""
-    optimizer_bytes: float = Field(12.0, ge=0)
+    optimizer_bytes: float = Field(default=12.0, ge=0)
     """Optimizer bytes per parameter, ZeRO's K: FP32 master 4 + Adam moments 4 + 4 = 12
     (DeepSeek-V3 keeps BF16 moments: 8)."""
     master_weights: bool = True

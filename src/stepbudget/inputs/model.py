@@ -11,7 +11,7 @@ from stepbudget.inputs._types import MAX_COUNT, Count, Frozen
 class MLA(Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank Q and KV projections."""
 
-    q_lora_rank: int = Field(0, ge=0, le=MAX_COUNT)
+    q_lora_rank: int = Field(default=0, ge=0, le=MAX_COUNT)
     """Rank of the query compression; 0 means a full-rank query projection."""
     kv_lora_rank: int = Field(gt=0, le=MAX_COUNT)
     """Rank of the joint key/value compression (512 in DeepSeek-V3)."""
@@ -32,15 +32,15 @@ class MoE(Frozen):
     """Routed experts each token activates."""
     expert_ffn_size: int = Field(gt=0, le=MAX_COUNT)
     """Intermediate width of one routed expert."""
-    shared_experts: int = Field(0, ge=0, le=MAX_COUNT)
+    shared_experts: int = Field(default=0, ge=0, le=MAX_COUNT)
     """Always-active shared experts per MoE layer (1 in DeepSeek-V3)."""
-    shared_ffn_size: int | None = Field(None, gt=0, le=MAX_COUNT)
+    shared_ffn_size: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     """Intermediate width of one shared expert; defaults to expert_ffn_size."""
-    first_dense_layers: int = Field(0, ge=0, le=MAX_COUNT)
+    first_dense_layers: int = Field(default=0, ge=0, le=MAX_COUNT)
     """Leading layers that keep a dense FFN (3 in DeepSeek-V3)."""
-    node_limit: int | None = Field(None, gt=0, le=MAX_COUNT)
+    node_limit: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
-    popularity_skew: float = Field(0.0, ge=0, le=16)  # 16: the top expert takes all it can, far past any router
+    popularity_skew: float = Field(default=0.0, ge=0, le=16)  # 16: the top expert takes all it can, far past any router
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
     share of the all-to-all then sets its time and its expert GEMMs' (a2a/routing.py; FAST measured
     pairs at 12x the median)."""
@@ -72,9 +72,9 @@ class Model(Frozen):
     """Model width h."""
     num_heads: int = Field(gt=0, le=MAX_COUNT)
     """Query heads a."""
-    num_kv_heads: int | None = Field(None, gt=0, le=MAX_COUNT)
+    num_kv_heads: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     """Key/value heads (GQA); defaults to num_heads (MHA)."""
-    head_dim: int | None = Field(None, gt=0, le=MAX_COUNT)
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     """Width of one head; defaults to hidden_size / num_heads."""
     ffn_size: int = Field(gt=0, le=MAX_COUNT)
     """Dense MLP intermediate width d_ff (for MoE models: the dense layers' width)."""
@@ -97,7 +97,7 @@ class Model(Frozen):
     """Attention and MLP read the same normalized input and add into one residual (GPT-J; PaLM 2;
     MegaScale 3.1): one norm, one TP collective pair per layer, and QKV fused with MLP-up and the
     attention output with MLP-down into two GEMMs. Dense MLP and standard attention only."""
-    mtp_layers: int = Field(0, ge=0, le=MAX_COUNT)
+    mtp_layers: int = Field(default=0, ge=0, le=MAX_COUNT)
     """Multi-token-prediction modules (DeepSeek-V3: 1): each adds one layer and one LM head
     to the FLOPs and one pipeline slot; their parameters are not counted (as in the 671B figure)."""
     mla: MLA | None = None
