@@ -8,7 +8,7 @@ import functools
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError, model_validator
@@ -151,10 +151,11 @@ class Scenario(Frozen):
         b = self.batch
         if b.global_batch_seqs is not None:
             return b.global_batch_seqs
-        seqs, rest = divmod(b.global_batch_tokens, self.model.seq_len)
+        tokens = cast(int, b.global_batch_tokens)  # Batch._one_of: exactly one of the two is set
+        seqs, rest = divmod(tokens, self.model.seq_len)
         if rest:
             raise ScenarioError(
-                f"batch.global_batch_tokens: {b.global_batch_tokens} tokens is not a whole number of "
+                f"batch.global_batch_tokens: {tokens} tokens is not a whole number of "
                 f"{self.model.seq_len}-token sequences; use a multiple of seq_len"
             )
         return seqs
