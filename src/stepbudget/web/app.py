@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html
 
 from stepbudget.views.i18n import DEFAULT_LANG, LANGS, t
+from stepbudget.web.components import Hyphenated
 from stepbudget.web.panels import PANELS
 
 SWITCH = {"en": "to-en", "zh-Hant": "to-zh"}
@@ -36,7 +37,7 @@ def page(lang: str, state: dict[str, str]) -> list:
         dcc.Store(id="lang", data=lang),
         html.Header([
             html.Div([html.H1(t(lang, "app.title")), html.P(t(lang, "app.subtitle"), className="subtitle")]),
-            html.Div(switch, className="switch", role="group", **{"aria-label": t(lang, "app.language")}),
+            html.Div(switch, className="switch", role="group", **Hyphenated({"aria-label": t(lang, "app.language")})),
         ]),
         html.Nav(nav),
         html.Main([p.layout(lang, state) for p in PANELS]),
@@ -53,7 +54,7 @@ def create_app(lang: str = DEFAULT_LANG) -> Dash:
         raise ValueError(f"--lang: {lang!r} is not one of {', '.join(LANGS)}")
     # the page's controls exist only once _render has drawn it; tests/web check every callback's ids against it
     app = Dash(__name__, assets_folder=str(resources.files("stepbudget.web") / "assets"), serve_locally=True,
-               title=t(lang, "app.title"), update_title=None, suppress_callback_exceptions=True)
+               title=t(lang, "app.title"), update_title="", suppress_callback_exceptions=True)  # "": no "Updating..."
     app.index_string = app.index_string.replace("<html>", f'<html lang="{lang}">', 1)  # before the script sets it
     app.layout = html.Div([dcc.Location(id="url", refresh=False), html.Div(id="page", lang=lang)])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from html import escape
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, TypedDict
 from urllib.parse import urlencode
 
 from dash import Input, Output, State, callback_context, dcc, html, no_update
@@ -21,6 +21,10 @@ from stepbudget.web.fields import Choice, Field, FieldError
 from stepbudget.views.i18n import t
 
 Control = Field | Choice
+
+Hyphenated = TypedDict("Hyphenated", {"data-copy": str, "data-query": str, "aria-label": str}, total=False)
+"""The hyphenated attributes the page sets, which dash takes as wildcard keyword arguments: a keyword can't
+be written with a hyphen, and ``**`` of a plain dict could hold any of the component's typed arguments."""
 
 
 class PanelProblem(ValueError):
@@ -62,10 +66,11 @@ def choice(lang: str, pid: str, c: Choice, value) -> html.Div:
     """Radio buttons, or check boxes for a choice of many, labelled from the catalog."""
     ident = cid(pid, c.name)
     options = [{"label": t(lang, f"{pid}.o.{c.name}.{o}"), "value": o} for o in c.options]
-    box = dcc.Checklist if c.many else dcc.RadioItems
+    box = (dcc.Checklist(id=ident, options=options, value=list(value), inline=True) if c.many
+           else dcc.RadioItems(id=ident, options=options, value=value, inline=True))
     return html.Div(className="field choice", children=[
         html.Label(t(lang, f"{pid}.f.{c.name}"), htmlFor=ident),
-        box(id=ident, options=options, value=list(value) if c.many else value, inline=True),
+        box,
         html.Div(id=f"{ident}-error", className="field-error", role="alert"),
     ])
 
@@ -103,7 +108,7 @@ def command(lang: str, ident: str, text: str) -> html.Div:
     return html.Div(className="command", children=[
         html.Span(t(lang, "app.command"), className="label"),
         html.Code(text, id=ident),
-        html.Button(t(lang, "app.copy"), className="copy", **{"data-copy": ident}),
+        html.Button(t(lang, "app.copy"), className="copy", **Hyphenated({"data-copy": ident})),
     ])
 
 
@@ -175,7 +180,7 @@ def message(lang: str, label: str, kind: str, error: FieldError) -> str:
     return t(lang, f"err.{error.code}", field=label, **values)
 
 
-def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., object], remember: bool = False,
+def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., list | Out], remember: bool = False,
              figure: str | None = None, buttons: tuple[str, ...] = ()) -> None:
     """Controls -> ``compute(lang, values)`` -> the panel's output; each bad control's message under it.
 
@@ -187,7 +192,7 @@ def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., o
     figure=...)``. The output ends with the controls' values as a query (a hidden element that
     assets/stepbudget.js copies into the page's URL), so a reload or a shared link restores them.
     """
-    fields = [s for s in specs if isinstance(s, Field)]
+    kinds = {s.name: s.kind for s in specs if isinstance(s, Field)}  # the unit a message shows bounds in
     inputs = [Input(cid(pid, s.name), "value") for s in specs]
     errors_at = [f"{cid(pid, s.name)}-error" for s in specs]
     outputs = [Output(cid(pid, "out"), "children")] + [Output(e, "children") for e in errors_at]
@@ -201,7 +206,7 @@ def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., o
         outputs.append(Output(figure, "figure"))
 
     @app.callback(outputs, inputs + [Input(cid(pid, b), "n_clicks") for b in buttons], *states)
-    def _update(*args):
+    def _update(*args: Any) -> list:  # the controls' values, the buttons' clicks, then the states
         n = len(specs) + len(buttons)
         raw, lang, shown = args[:len(specs)], args[n], args[n + 1:n + 1 + len(specs)]
         memory = args[n + 1 + len(specs)] if remember else None
@@ -212,21 +217,22 @@ def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., o
             try:
                 values[spec.name] = spec.read(value)
             except FieldError as e:
-                errors[spec.name] = message(lang, t(lang, f"{pid}.f.{spec.name}"), spec.kind, e)  # type: ignore[union-attr]
-        result: object = Out([html.P(t(lang, "app.fix_fields"), className="stale")], memory, no_update)
+                # only a Field's read raises FieldError (a Choice falls back to its default)
+                errors[spec.name] = message(lang, t(lang, f"{pid}.f.{spec.name}"), kinds[spec.name], e)
+        result: list | Out = Out([html.P(t(lang, "app.fix_fields"), className="stale")], memory, no_update)
         if not any(errors.values()):
             try:
                 result = compute(lang, values, memory, pressed) if remember else compute(lang, values)
             except PanelProblem as p:
                 for name, code, problem in p.problems:
-                    kind = next((f.kind for f in fields if f.name == name), "count")
-                    errors[name] = message(lang, t(lang, f"{pid}.f.{name}"), kind, FieldError(code, **problem))
+                    errors[name] = message(lang, t(lang, f"{pid}.f.{name}"), kinds.get(name, "count"),
+                                           FieldError(code, **problem))
             except ScenarioError as e:
                 result = Out([html.P(t(lang, "app.refused", why=str(e)), className="refused")], memory, no_update)
-        out = result if isinstance(result, Out) else Out(result, memory)  # type: ignore[arg-type]
+        out = result if isinstance(result, Out) else Out(result, memory)
         said = [no_update if (old or "") == new else new for old, new in zip(shown, errors.values())]
-        state = html.Div(hidden=True, className="url-state", **{"data-query": urlencode(
+        state = html.Div(hidden=True, className="url-state", **Hyphenated({"data-query": urlencode(
             [(cid(pid, spec.name), ",".join(v) if isinstance(v, (list, tuple)) else "" if v is None else str(v))
-             for spec, v in zip(specs, raw)])})
+             for spec, v in zip(specs, raw)])}))
         return [html_of([*out.children, state]), *said, *([out.memory] if remember else []),
                 *([out.figure if out.figure is not None else no_update] if figure else [])]

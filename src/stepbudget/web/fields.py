@@ -67,7 +67,7 @@ class Choice:
             items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else ()
             picked = tuple(o for o in self.options if o in items)
             return picked if all(i in self.options for i in items if i) else tuple(self.default)
-        return value if value in self.options else self.default  # type: ignore[return-value]
+        return value if value in self.options else self.default
 
 
 _GROUPED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?\b")

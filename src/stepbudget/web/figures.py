@@ -42,7 +42,7 @@ PAGE_TASKS = 20_000
 """Most tasks a panel simulates for Figure 5.1 (about 2 s on one core; the chapter's job is 8,433)."""
 
 
-CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["toImage"]}
+CONFIG: dcc.Graph.Config = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["toImage"]}
 
 
 def graph_id(ident: str) -> str:

@@ -54,8 +54,8 @@ def _full(lang: str, full) -> html.Div:
     b = full.budget
     inten = {k: float(x) for k, x in b.intensity.items()}
     bal = b.balance
-    line = t(lang, "p51.full", nic=fmt.number(inten["nic"]), nic_balance=fmt.number(bal["nic"]),
-             hbm=fmt.number(inten["hbm"]), hbm_balance=fmt.number(bal["hbm"]),
+    line = t(lang, "p51.full", nic=fmt.number(inten["nic"]), nic_balance=fmt.number(float(bal["nic"])),
+             hbm=fmt.number(inten["hbm"]), hbm_balance=fmt.number(float(bal["hbm"])),
              nic_bytes=fmt.data(float(b.link_bytes()["nic"])), step=fmt.time(lang, float(b.step_s)),
              mfu=fmt.percent(float(b.mfu)))
     return ui.full_box(lang, PID, [html.P(line)], full.command)

@@ -16,7 +16,7 @@ ORDERS = ("tp,cp,pp,dp", "tp,cp,dp,pp", "dp,tp,cp,pp", "tp,dp,cp,pp")
 """Rank orders, innermost first: Llama 3's and Megatron's, DeepSeek-V3's (DP inside a pipeline stage), DP inside
 the node (HPN's exercise), and TP then DP."""
 DEFAULT = "hpn-gpt3-175b"
-CONTROLS = (
+CONTROLS: tuple[ui.Control, ...] = (
     Choice("preset", dims.PANEL_PRESETS, DEFAULT),
     *(Field(name, "integer", str(getattr(dims.preset_degrees(DEFAULT), name)), low=1, low_open=False, high=2**20,
             example=str(getattr(dims.preset_degrees(DEFAULT), name))) for name in DEGREES),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dash import html
+from dash.development.base_component import Component
 
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import FullModel, compare, full_model
@@ -54,7 +55,7 @@ def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
     show = lambda name, x: fmt.percent(x) if name == "mfu" else fmt.time(lang, x)  # noqa: E731
     rows = [[t(lang, f"p54.term.{term.name}"), show(term.name, term.first), show(term.name, term.full)] for term in c.terms]
     header = [t(lang, "p54.col.term"), t(lang, "p54.col.first"), t(lang, "p54.col.full")]
-    lines = [ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
+    lines: list[Component] = [ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
     if c.differs:
         lines.append(html.P(t(lang, "p54.differs"), className="lead"))
         lines.append(html.Ul([html.Li(common.reason(lang, code, values), className=f"why-{code}")

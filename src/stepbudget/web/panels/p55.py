@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dash import Input, Output, dcc, html
+from dash.development.base_component import Component
 
 from stepbudget import firstorder as fo
 from stepbudget.a2a.report import layer_inputs
@@ -89,14 +90,15 @@ def compute(lang: str, v: dict) -> ui.Out:
         ui.tile("p55-t-nvlink", t(lang, "p55.t.nvlink"), time(m.nvlink_s)),
         ui.tile("p55-t-nic", t(lang, "p55.t.nic"), time(m.nic_s)),
     ]
-    notes = [html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")] if v["preset"] != "chapter" else []
+    notes: list[Component] = ([html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")]
+                              if v["preset"] != "chapter" else [])
     if all(_same(spec, v[spec.name], preset_values(v["preset"])[spec.name]) for spec in CONTROLS
            if spec.name in PRESET_FIELDS):  # still the preset's layer: the moe command prints it, and more
         notes.append(ui.command(lang, "p55-command", COMMANDS.get(v["preset"], f"stepbudget moe {v['preset']}")))
     return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
 
 
-_GRAPH = {"displayModeBar": False, "responsive": True}
+_GRAPH: dcc.Graph.Config = {"displayModeBar": False, "responsive": True}
 
 
 def _axis(lang: str, m: fo.MoELayer) -> dict:

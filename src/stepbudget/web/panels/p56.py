@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dash import Input, Output, callback_context, dcc, html
+from dash.development.base_component import Component
 
 from stepbudget import firstorder as fo
 from stepbudget.sweep.chapter import JobWire, job_wire
@@ -66,7 +67,7 @@ def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui
     flags = {"absorbed": "good" if absorbed else "bad"}
     tiles = [ui.tile(f"p56-t-{n}", t(lang, f"p56.t.{n}"), values[n][0], values[n][1],
                      flag=" ".join(f for f in (flags.get(n, ""), "changed" if n in changed else "") if f)) for n in TILES]
-    out = [html.Div(tiles, className="tiles"), _job(lang, v)]
+    out: list[Component] = [html.Div(tiles, className="tiles"), _job(lang, v)]
     if changed:
         kept = [n for n in TILES if n not in changed]
         names = lambda items: t(lang, "app.list_sep").join(t(lang, f"p56.t.{n}") for n in items)  # noqa: E731

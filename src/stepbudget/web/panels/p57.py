@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dash import html
+from dash.development.base_component import Component
 
 from stepbudget.sweep.whatif import HBM_CHOICES, PANEL_CHANGES, panel_whatif, whatif_command
 from stepbudget.views.tables import degrees_label
@@ -60,8 +61,8 @@ def _layout(sc) -> str:
 def _memory(lang: str, x) -> html.Span:
     fits = bool(x.memory.fits)
     text = t(lang, "p57.memory", used=fmt.data(float(x.memory.total)), hbm=fmt.data(x.memory.capacity))
-    return html.Span([text, *([] if fits else [" ", html.Strong(t(lang, "p57.no_fit"))])],
-                     className="fits" if fits else "no-fit")
+    shown: list[str | Component] = [text] if fits else [text, " ", html.Strong(t(lang, "p57.no_fit"))]
+    return html.Span(shown, className="fits" if fits else "no-fit")
 
 
 def _long_job(v: dict) -> figs.Job:
