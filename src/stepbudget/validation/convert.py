@@ -1,6 +1,8 @@
 """A published run -> a scenario the model can predict, plus the step time the source measured.
 
-Rules, the same for every run (no per-run constants):
+The conversion is the table ``RULES``: each rule reads a few fields of the run and sets a few fields of the
+raw scenario, and ``to_case`` applies them in order, then builds the scenario and reads the measured step.
+The rules, the same for every run (no per-run constants):
 
 - **Model and cluster.** A run whose model name matches a preset's model starts from that preset
   (it carries what the file leaves out: Llama 3's rank order, DeepSeek-V3's MLA shapes). The
@@ -45,6 +47,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stepbudget.inputs.hardware import named_gpu
@@ -187,6 +190,8 @@ def _stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
     """The named GPU, or a copy with the HBM size and bandwidth the run states where they differ from its
     datasheet by more than 5 % (a variant part, as Grand Teton's 96 GB HBM2e H100s; closer is rounding)."""
     spec = named_gpu(gpu)
+    if spec is None:  # no datasheet to compare with (every name _gpu gives has one)
+        return gpu
     changed = {}
     for key, attr, unit, scale, kind in (("hbm_gb", "hbm_bytes", "GB", 1e9, "bytes"),
                                          ("hbm_bw_tbps", "hbm_Bps", "TB/s", 1e12, "rate")):
@@ -240,35 +245,87 @@ def _flag(value) -> bool:
     return value if isinstance(value, bool) else _text(value) in ("true", "yes", "1")
 
 
-def to_case(run: dict) -> Case:
-    """The scenario and measured step of one run (``reason`` set when it cannot be predicted)."""
-    rid, source = run["id"], source_of(run)
-    m, hw, lay, meas = run["model"], run["hardware"], run["layout"], run["measured"]
-    notes: list[str] = []
-    framework = str(lay.get("framework") or "")
-    fw = framework.lower()
-    megatron = any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
-    common = dict(id=rid, source=source, gpus=run["num_gpus"], framework=framework)
+class _Unpredictable(Exception):
+    """Raised by a rule when the run cannot become a scenario; the message is the row's reason."""
 
-    missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names if run[sec].get(name) is None]
+
+@dataclass(frozen=True)
+class StatedRun:
+    """A run that passed ``check_run``, as the conversion rules read it."""
+
+    whole: dict
+    """The run's mapping as the runs file gives it."""
+    source: str
+    """The source its summary row is grouped under (``source_of``)."""
+    framework: str
+    """``layout.framework`` as written, "" when not stated."""
+
+    @property
+    def model(self) -> dict:
+        return self.whole["model"]
+
+    @property
+    def hardware(self) -> dict:
+        return self.whole["hardware"]
+
+    @property
+    def layout(self) -> dict:
+        return self.whole["layout"]
+
+    @property
+    def measured(self) -> dict:
+        return self.whole["measured"]
+
+    @property
+    def megatron(self) -> bool:
+        """Built on Megatron-LM (``MEGATRON_FAMILY``); Megatron-DeepSpeed keeps DeepSpeed's own layout."""
+        fw = self.framework.lower()
+        return any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
+
+    @property
+    def convention(self) -> str:
+        """The FLOP count the source's MFU and TFLOP/s figures use (``MFU_CONVENTION``)."""
+        return MFU_CONVENTION.get(self.source, "causal")
+
+
+Rule = Callable[[StatedRun, dict, list[str]], None]
+"""A conversion rule ``rule(run, scenario, notes)``: reads a few fields of ``run``, sets a few fields of the raw
+``scenario`` mapping (``build``'s input), and appends to ``notes`` each default it takes. It raises
+``_Unpredictable`` when the run cannot be predicted. Rules run in ``RULES`` order; a later one may read what an
+earlier one set."""
+
+
+# -- what every prediction needs, and the preset a model's name picks ------------------------------------------
+
+def _required(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names if r.whole[sec].get(name) is None]
     if missing:
-        return Case(**common, scenario=None, reason=f"not stated in the source: {', '.join(missing)}",
-                    measured_step_s=None, measured_from="", measured_mfu=None)
+        raise _Unpredictable(f"not stated in the source: {', '.join(missing)}")
 
-    preset = _preset_for(str(m.get("name", "")))
-    data = copy.deepcopy(raw_scenario(preset)) if preset else {}
-    if preset:
+
+def _preset(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    name = str(r.model.get("name", ""))
+    preset = _preset_for(name)
+    if preset:  # it carries what the file leaves out (module doc); the rules below override it
+        sc.update(copy.deepcopy(raw_scenario(preset)))
         notes.append(f"unstated fields from preset {preset}")
-    data.update(name=rid, description=str(m.get("name", "")), source=str((run.get("source") or {}).get("document", "")))
+    sc.update(name=r.whole["id"], description=name, source=str((r.whole.get("source") or {}).get("document", "")))
 
-    # model
-    model = data.setdefault("model", {})
+
+# -- model -----------------------------------------------------------------------------------------------------
+
+def _model_shape(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    m, model = r.model, sc.setdefault("model", {})
     model.update(name=str(m.get("name", "model")), num_layers=m["layers"], hidden_size=m["hidden"],
                  num_heads=m["heads"], vocab_size=m["vocab"], seq_len=m["seq_len"])
     if m.get("kv_heads"):
         model["num_kv_heads"] = m["kv_heads"]
     if m.get("head_dim"):
         model["head_dim"] = m["head_dim"]
+
+
+def _ffn(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    m, model = r.model, sc.setdefault("model", {})
     if m.get("ffn_hidden"):
         model["ffn_size"] = m["ffn_hidden"]
     elif "ffn_size" not in model:
@@ -278,17 +335,29 @@ def to_case(run: dict) -> Case:
         model["activation"] = "swiglu"  # GeGLU: the same three matrices and FLOPs, another gate function
     elif "activation" not in model:
         model["activation"] = "gelu"
-    if isinstance(m.get("moe"), dict):
-        mo = m["moe"]
-        moe = model.setdefault("moe", {})
-        moe.update({k: v for k, v in (("num_experts", mo.get("num_experts")), ("top_k", mo.get("top_k")),
-                                      ("expert_ffn_size", mo.get("expert_ffn_hidden")),
-                                      ("shared_experts", mo.get("shared_experts")),
-                                      ("node_limit", mo.get("node_limit"))) if v is not None})
-        if m.get("dense_layers") is not None:
-            moe["first_dense_layers"] = m["dense_layers"]
-    if m.get("mtp_depth") is not None:
-        model["mtp_layers"] = m["mtp_depth"]
+
+
+def _moe(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    m = r.model
+    if not isinstance(m.get("moe"), dict):
+        return
+    mo = m["moe"]
+    moe = sc.setdefault("model", {}).setdefault("moe", {})
+    moe.update({k: v for k, v in (("num_experts", mo.get("num_experts")), ("top_k", mo.get("top_k")),
+                                  ("expert_ffn_size", mo.get("expert_ffn_hidden")),
+                                  ("shared_experts", mo.get("shared_experts")),
+                                  ("node_limit", mo.get("node_limit"))) if v is not None})
+    if m.get("dense_layers") is not None:
+        moe["first_dense_layers"] = m["dense_layers"]
+
+
+def _mtp(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if r.model.get("mtp_depth") is not None:
+        sc.setdefault("model", {})["mtp_layers"] = r.model["mtp_depth"]
+
+
+def _embeddings(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    m, model = r.model, sc.setdefault("model", {})
     if m.get("tied_embeddings") is not None:
         model["tied_embeddings"] = _flag(m["tied_embeddings"])
     positions = positions_of(m.get("position_embedding"))
@@ -297,32 +366,53 @@ def to_case(run: dict) -> Case:
     elif m.get("position_embedding"):
         notes.append(f"position embedding {m['position_embedding']!r} not read: rotary assumed")
 
-    # cluster
-    cl = data.setdefault("cluster", {})
+
+# -- cluster ---------------------------------------------------------------------------------------------------
+
+def _gpu_of(hw: dict) -> str:
+    """The shipped GPU ``hardware.gpu`` names (an A100 stated as 40 GB is the 40 GB part); _Unpredictable if none."""
     gpu = _gpu(str(hw.get("gpu", "")))
     if gpu is None:
-        return Case(**common, scenario=None, reason=f"hardware.gpu: {hw.get('gpu')!r} is not a GPU the tool knows",
-                    measured_step_s=None, measured_from="", measured_mfu=None)
+        raise _Unpredictable(f"hardware.gpu: {hw.get('gpu')!r} is not a GPU the tool knows")
+    if gpu == "a100-sxm-80gb" and (hw.get("hbm_gb") == 40 or re.search(r"40\s*gb", _text(hw.get("gpu")))):
+        return "a100-sxm-40gb"
+    return gpu
+
+
+def _gpu_part(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    hw = r.hardware
+    gpu = _gpu_of(hw)
     if "ampere" in _text(hw.get("gpu")) and "a100" not in _text(hw.get("gpu")):
         notes.append("Ampere SKU not stated: A100 SXM 80GB")
-    if gpu == "a100-sxm-80gb" and (hw.get("hbm_gb") == 40 or re.search(r"40\s*gb", _text(hw.get("gpu")))):
-        gpu = "a100-sxm-40gb"
-    cl.update(gpu=_stated_memory(gpu, hw, notes), gpus=run["num_gpus"], achieved_flops=None, achieved_fraction=None,
-              rate_scope="kernel", nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
-    g = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
-    cl["gpus_per_node"] = g
+    # the operator model's rate, never the preset's measured one (module doc)
+    sc.setdefault("cluster", {}).update(
+        gpu=_stated_memory(gpu, hw, notes), gpus=r.whole["num_gpus"], achieved_flops=None, achieved_fraction=None,
+        rate_scope="kernel", nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
+
+
+def _node(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    hw, cl = r.hardware, sc.setdefault("cluster", {})
+    cl["gpus_per_node"] = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
     if hw.get("nvlink_bw_gbps"):
         cl["nvlink_Bps"] = f"{hw['nvlink_bw_gbps'] / 2}GB/s"  # the file's figure is the datasheet total
     elif "nvlink_Bps" not in cl:
-        cl["nvlink_Bps"] = NVLINK_PER_DIRECTION[gpu]
+        cl["nvlink_Bps"] = NVLINK_PER_DIRECTION[_gpu_of(hw)]
+
+
+def _nic(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    hw, cl = r.hardware, sc.setdefault("cluster", {})
+    g = cl["gpus_per_node"]  # one NIC per GPU
     if hw.get("nic_gbps_per_gpu"):
         cl.update(nics_per_node=g, nic_Bps=f"{hw['nic_gbps_per_gpu']}Gb/s")
     elif "nic_Bps" not in cl:
         cl.update(nics_per_node=g, nic_Bps="400Gb/s")
         notes.append("NIC not stated: 400 Gb/s per GPU")
 
-    # layout
-    out = data.setdefault("layout", {})
+
+# -- layout ----------------------------------------------------------------------------------------------------
+
+def _degrees(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay = r.layout
     tp, pp = lay["tp"], lay["pp"]
     cp = lay.get("cp") or 1
     if lay.get("sp_attention"):
@@ -330,46 +420,75 @@ def to_case(run: dict) -> Case:
         notes.append(f"SP attention {cp} as CP {cp}")
     dp = lay.get("dp")
     if not isinstance(dp, int):
-        dp = run["num_gpus"] // (tp * cp * pp)
+        dp = r.whole["num_gpus"] // (tp * cp * pp)
         notes.append(f"DP not a number in the source: {dp} from the GPU count")
     ep = lay.get("ep") or 1
-    if m.get("moe") and not lay.get("ep"):
+    if r.model.get("moe") and not lay.get("ep"):
         notes.append("EP not stated: experts sharded by TP")
-    out.update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
-    if cp > 1 and not lay.get("sp_attention") and megatron:
+    sc.setdefault("layout", {}).update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
+
+
+def _cp_and_expert_kinds(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    sp_attention, out = r.layout.get("sp_attention"), sc.setdefault("layout", {})
+    if out["cp"] > 1 and not sp_attention and r.megatron:
         out["cp_kind"] = "ring"  # Megatron-Core context parallelism: K,V blocks passed around a ring (P2P)
-    out.pop("expert_tp", None)
-    if ep > 1 and not lay.get("sp_attention"):
+    out.pop("expert_tp", None)  # a preset's expert TP belongs to its own layout
+    if out["ep"] > 1 and not sp_attention:
         out["expert_tp"] = 1
+
+
+def _schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay, out = r.layout, sc.setdefault("layout", {})
     schedule = _text(lay.get("schedule"))
     v = lay.get("virtual_pipeline_chunks_per_rank")
     if "dualpipe" in schedule:
         out.update(schedule="dualpipe", virtual_stages=1)
     elif (v or 1) > 1 or "interleaved" in schedule:
         # unstated depth: the preset's, else the shallowest interleaving (v >= 2) the stage's layers divide into
-        per_stage = m["layers"] // pp if m["layers"] % pp == 0 else 0
+        layers, pp = r.model["layers"], lay["pp"]
+        per_stage = layers // pp if layers % pp == 0 else 0
         shallowest = next((k for k in range(2, per_stage + 1) if per_stage % k == 0), 2)
         out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", shallowest))
         if not v:
             notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
     else:
         out.update(schedule="1f1b", virtual_stages=1)
+
+
+def _pipeline_split(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    out = sc.setdefault("layout", {})
     for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
-        if lay.get(split) is not None:
-            out[split] = _flag(lay[split])
+        if r.layout.get(split) is not None:
+            out[split] = _flag(r.layout[split])
+
+
+def _micro_batch(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay, out = r.layout, sc.setdefault("layout", {})
     if lay.get("micro_batch"):
         out["micro_batch"] = lay["micro_batch"]
     elif "micro_batch" not in out:
         out["micro_batch"] = 1
         notes.append("micro-batch not stated: 1")
+
+
+def _sequence_parallel(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay, out = r.layout, sc.setdefault("layout", {})
     if lay.get("sequence_parallel") is not None:
         out["sequence_parallel"] = _flag(lay["sequence_parallel"])
     else:
-        out["sequence_parallel"] = tp > 1
+        out["sequence_parallel"] = lay["tp"] > 1  # unstated: on with TP (module doc)
     if lay.get("flash_attention") is not None:
         out["flash_attention"] = _flag(lay["flash_attention"])
-    recompute = _text(lay.get("recompute"))
-    out["recompute"] = next((mode for pattern, mode in RECOMPUTE_MODES if re.search(pattern, recompute.strip())), "none")
+
+
+def _recompute(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    recompute = _text(r.layout.get("recompute")).strip()
+    sc.setdefault("layout", {})["recompute"] = next(
+        (mode for pattern, mode in RECOMPUTE_MODES if re.search(pattern, recompute)), "none")
+
+
+def _dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay, out = r.layout, sc.setdefault("layout", {})
     zero = _text(lay.get("zero_stage")) + " " + _text(lay.get("dp_type"))
     kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero.strip())), None)
     if kind:
@@ -380,81 +499,179 @@ def to_case(run: dict) -> Case:
         out["reshard_after_forward"] = "not resharded" not in zero
     if lay.get("dp_replicas") is not None:
         out["dp_replicas"] = lay["dp_replicas"]  # HSDP: sharded inside each group, replicated across them
-    order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(lay.get("order")))
+
+
+def _rank_order(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    out = sc.setdefault("layout", {})
+    stated = r.layout.get("order")
+    order = re.findall(r"\b(tp|cp|pp|dp)\b", _text(stated))
     if sorted(order) == ["cp", "dp", "pp", "tp"]:
         out["order"] = order
-    else:
-        if lay.get("order"):
-            notes.append("rank order not read: name tp, cp, pp and dp once each")
-        if megatron:  # the framework's layout, not the preset's cluster
-            out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
+        return
+    if stated:
+        notes.append("rank order not read: name tp, cp, pp and dp once each")
+    if r.megatron:  # the framework's layout, not the preset's cluster
+        out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
 
-    data["batch"] = {"global_batch_seqs": lay["global_batch_seqs"]}
-    if "fp8" in _text(lay.get("precision")):
-        data.setdefault("precision", {})["gemm"] = "fp8"
 
-    # what the framework overlaps (module doc)
-    reduce = grad_reduce_precision(lay.get("grad_reduce"))
-    if reduce is None and lay.get("grad_reduce"):
-        notes.append(f"gradient reduction {lay['grad_reduce']!r} not read: the framework's default kept")
-    if reduce == "fp32" or (megatron and reduce is None):
+def _batch(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    sc["batch"] = {"global_batch_seqs": r.layout["global_batch_seqs"]}  # replaces a preset's, in tokens or not
+
+
+def _gemm_precision(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if "fp8" in _text(r.layout.get("precision")):
+        sc.setdefault("precision", {})["gemm"] = "fp8"
+
+
+# -- what the framework overlaps and how it sends (module doc) ------------------------------------------------
+
+def _grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    stated = r.layout.get("grad_reduce")
+    reduce = grad_reduce_precision(stated)
+    if reduce is None and stated:
+        notes.append(f"gradient reduction {stated!r} not read: the framework's default kept")
+    if reduce == "fp32" or (r.megatron and reduce is None):
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
         # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
         # whose optimizer reduces in BF16 says that (NeMo's distributed_fused_adam, grad_sync_dtype: bf16)
-        data.setdefault("precision", {})["grads"] = "fp32"
+        sc.setdefault("precision", {})["grads"] = "fp32"
     elif reduce == "bf16":  # stated: whatever a preset's framework reduced in
-        data.setdefault("precision", {})["grads"] = "bf16"
-    ov = data.setdefault("overlap", {})
+        sc.setdefault("precision", {})["grads"] = "bf16"
+
+
+def _framework_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    fw, ov = r.framework.lower(), sc.setdefault("overlap", {})
     if "megascale-moe" in fw:
         ov.update(tp=1.0, cp=1.0, ep=1.0)
+        out = sc.setdefault("layout", {})
         out["ep_kind"] = "all-gather"  # §3.2, Fig. 9: AG + scatter + GroupedGEMM, GroupedGEMM + gather + RS
     elif "megascale" in fw:
         ov.update(tp=1.0)
+        model = sc.setdefault("model", {})
         model["parallel_block"] = True  # MegaScale 3.1: parallel transformer block (its window for SWA is not stated)
-    elif megatron:
+    elif r.megatron:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
-        if "dp/pp overlap" not in _text(run.get("notes")):
+        if "dp/pp overlap" not in _text(r.whole.get("notes")):
             ov.update(pp=0.0, dp=0.0)
-    if lay.get("overlap") is not None:
-        # what the run's recipe overlaps, and nothing else: model-parallel collectives fused or hidden
-        # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
-        listed = set(overlap_dims(lay["overlap"]))
-        ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
-        if megatron and "ep" in listed:
-            ov["ep_paired"] = True  # Megatron-Core overlaps the all-to-all by pairing forward and backward chunks
-    if re.search(r"deepep|hybrid-?ep", _text(lay.get("dispatcher"))):
+
+
+def _stated_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if r.layout.get("overlap") is None:
+        return
+    # what the run's recipe overlaps, and nothing else: model-parallel collectives fused or hidden
+    # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
+    listed = set(overlap_dims(r.layout["overlap"]))
+    ov = sc.setdefault("overlap", {})
+    ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
+    if r.megatron and "ep" in listed:
+        ov["ep_paired"] = True  # Megatron-Core overlaps the all-to-all by pairing forward and backward chunks
+
+
+def _dispatcher(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if re.search(r"deepep|hybrid-?ep", _text(r.layout.get("dispatcher"))):
+        out = sc.setdefault("layout", {})
         out["ep_kind"] = "deepep"  # one NIC copy per target node, NVLink forwards it (DeepEP; DeepSeek-V3 3.2.2)
-    if out.get("cp_kind") == "ring":
+
+
+def _ring_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if sc.setdefault("layout", {}).get("cp_kind") == "ring":
+        ov = sc.setdefault("overlap", {})
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
-    kernel, read = _attention_kernel(lay.get("attention_kernel"))
+
+
+def _attention(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    stated, fw, out = r.layout.get("attention_kernel"), r.framework.lower(), sc.setdefault("layout", {})
+    kernel, read = _attention_kernel(stated)
     if kernel:
         out["attention_kernel"] = kernel
     elif not read:
-        notes.append(f"attention kernel not read ({_text(lay.get('attention_kernel'))[:40]!r}): the GPU's best")
-    elif source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
+        notes.append(f"attention kernel not read ({_text(stated)[:40]!r}): the GPU's best")
+    elif r.source == "MegaScale" and "megatron" in fw and "megascale" not in fw:
         # MegaScale 3.3: "for the attention part, we adopt FlashAttention-2" as its own efficient operator;
         # the baseline runs FlashAttention-1
         out["attention_kernel"] = "flash-attention-1"
         notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")
-    sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(lay.get("comm") or ""))
-    if sms and 0 < int(sms.group(1)) <= int(sms.group(2)):  # else not a share: the default stands
-        ov["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
-    convention = MFU_CONVENTION.get(source, "causal")
-    data["flops"] = {"convention": convention}
 
-    measured_mfu = meas.get("mfu_pct_noncausal" if convention == "noncausal" else "mfu_pct_causal") or meas.get("mfu_pct")
-    measured_mfu = float(measured_mfu) / 100 if measured_mfu else None
+
+def _comm_sms(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    sms = re.search(r"(\d+)\s+of\s+(\d+)\s+SMs", str(r.layout.get("comm") or ""))
+    if sms and 0 < int(sms.group(1)) <= int(sms.group(2)):  # else not a share: the default stands
+        sc.setdefault("overlap", {})["comm_sm_share"] = int(sms.group(1)) / int(sms.group(2))
+
+
+def _flops_convention(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    sc["flops"] = {"convention": r.convention}  # the source's own count turns its MFU or TFLOP/s into a step
+
+
+RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
+    (tuple(f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names), _required),
+    (("model.name", "source.document"), _preset),
+    (("model.name", "model.layers", "model.hidden", "model.heads", "model.vocab", "model.seq_len",
+      "model.kv_heads", "model.head_dim"), _model_shape),
+    (("model.ffn_hidden", "model.hidden", "model.activation"), _ffn),
+    (("model.moe", "model.dense_layers"), _moe),
+    (("model.mtp_depth",), _mtp),
+    (("model.tied_embeddings", "model.position_embedding"), _embeddings),
+    (("hardware.gpu", "hardware.hbm_gb", "hardware.hbm_bw_tbps", "num_gpus"), _gpu_part),
+    (("hardware.gpus_per_node", "hardware.nvlink_bw_gbps", "hardware.gpu"), _node),
+    (("hardware.nic_gbps_per_gpu",), _nic),
+    (("layout.tp", "layout.cp", "layout.pp", "layout.dp", "layout.ep", "layout.sp_attention", "model.moe",
+      "num_gpus"), _degrees),
+    (("layout.sp_attention", "layout.framework"), _cp_and_expert_kinds),
+    (("layout.schedule", "layout.virtual_pipeline_chunks_per_rank", "model.layers", "layout.pp"), _schedule),
+    (("layout.embedding_in_pipeline_split", "layout.loss_in_pipeline_split"), _pipeline_split),
+    (("layout.micro_batch",), _micro_batch),
+    (("layout.sequence_parallel", "layout.tp", "layout.flash_attention"), _sequence_parallel),
+    (("layout.recompute",), _recompute),
+    (("layout.zero_stage", "layout.dp_type", "layout.dp_replicas"), _dp_kind),
+    (("layout.order", "layout.framework"), _rank_order),
+    (("layout.global_batch_seqs",), _batch),
+    (("layout.precision",), _gemm_precision),
+    (("layout.grad_reduce", "layout.framework"), _grad_reduce),
+    (("layout.framework", "notes"), _framework_overlap),
+    (("layout.overlap", "layout.framework"), _stated_overlap),
+    (("layout.dispatcher",), _dispatcher),
+    ((), _ring_overlap),
+    (("layout.attention_kernel", "layout.framework", "source.document"), _attention),
+    (("layout.comm",), _comm_sms),
+    (("source.document",), _flops_convention),
+)
+"""The conversion, in order: (the run's fields a rule reads, the rule). A new field of the runs schema is read
+by a new rule here, or by the rule whose fields it joins."""
+
+
+def to_case(run: dict) -> Case:
+    """The scenario and measured step of one run (``reason`` set when it cannot be predicted)."""
+    r = StatedRun(run, source_of(run), str(run["layout"].get("framework") or ""))
+    data: dict = {}
+    notes: list[str] = []
+    try:
+        for _reads, rule in RULES:
+            rule(r, data, notes)
+    except _Unpredictable as e:
+        return _case(r, reason=str(e))
+    mfu = _measured_mfu(r.measured, r.convention)
     try:
         scenario = build(data)
     except ScenarioError as e:
-        return Case(**common, scenario=None, reason=str(e), measured_step_s=None, measured_from="",
-                    measured_mfu=measured_mfu, assumptions=notes)
-    step, how = _measured_step(scenario, meas, convention)
+        return _case(r, reason=str(e), mfu=mfu, notes=notes)
+    step, how = _measured_step(scenario, r.measured, r.convention)
     if step is None:
-        return Case(**common, scenario=scenario, reason=how, measured_step_s=None, measured_from="",
-                    measured_mfu=measured_mfu, assumptions=notes)
-    return Case(**common, scenario=scenario, reason=None, measured_step_s=step, measured_from=how,
-                measured_mfu=measured_mfu, assumptions=notes)
+        return _case(r, scenario=scenario, reason=how, mfu=mfu, notes=notes)
+    return _case(r, scenario=scenario, step=step, how=how, mfu=mfu, notes=notes)
+
+
+def _case(r: StatedRun, *, scenario: Scenario | None = None, reason: str | None = None, step: float | None = None,
+          how: str = "", mfu: float | None = None, notes: list[str] | None = None) -> Case:
+    return Case(id=r.whole["id"], source=r.source, gpus=r.whole["num_gpus"], framework=r.framework,
+                scenario=scenario, reason=reason, measured_step_s=step, measured_from=how, measured_mfu=mfu,
+                assumptions=[] if notes is None else notes)
+
+
+def _measured_mfu(meas: dict, convention: str) -> float | None:
+    """The MFU the source states under its own convention's name, else its plain ``mfu_pct``, as a fraction."""
+    mfu = meas.get("mfu_pct_noncausal" if convention == "noncausal" else "mfu_pct_causal") or meas.get("mfu_pct")
+    return float(mfu) / 100 if mfu else None
 
 
 def _measured_step(sc: Scenario, meas: dict, convention: str) -> tuple[float | None, str]:
