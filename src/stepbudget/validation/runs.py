@@ -9,6 +9,7 @@ read raises ``RunError`` naming the run's id and the field.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -92,13 +93,26 @@ def check_run(run: object, index: int) -> None:
     unpredictable with the field named)."""
     if not isinstance(run, dict):
         raise RunError(f"runs[{index}]: expected a mapping with id, model, hardware, num_gpus, layout, measured")
+    rid = _run_id(run, index)
+    for check in _CHECKS:
+        check(run, rid)
+
+
+def _run_id(run: dict, index: int) -> str:
     rid = run.get("id")
     if not isinstance(rid, str) or not rid:
         got = "missing" if rid is None or rid == "" else f"{rid!r} is not text"
         raise RunError(f"runs[{index}]: id: {got}; give every run a unique string id")
+    return rid
+
+
+def _check_gpus(run: dict, rid: str) -> None:
     gpus = run.get("num_gpus")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
         raise RunError(f"run {rid}: num_gpus: {gpus!r} is not a positive integer; give the GPU count")
+
+
+def _check_required(run: dict, rid: str) -> None:
     for section, fields in REQUIRED.items():
         body = run.get(section)
         if not isinstance(body, dict):
@@ -109,13 +123,19 @@ def check_run(run: object, index: int) -> None:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RunError(f"run {rid}: {section}.{name}: {value!r} is not a positive integer; give the number")
+
+
+def _check_sections(run: dict, rid: str) -> None:
     if not isinstance(run.get("hardware"), dict) or not isinstance(run["hardware"].get("gpu"), str):
         raise RunError(f"run {rid}: hardware.gpu: missing; name the GPU (e.g. 'NVIDIA H100 SXM')")
     if not isinstance(run.get("measured"), dict):
         raise RunError(f"run {rid}: measured: missing; give step_time_s, tflops_per_gpu or mfu_pct")
     if run.get("source") is not None and not isinstance(run["source"], dict):
         raise RunError(f"run {rid}: source: expected a mapping (document, locator), got {run['source']!r}")
-    for section, name, integer in _NUMBERS:  # every section was checked to be a mapping above
+
+
+def _check_numbers(run: dict, rid: str) -> None:
+    for section, name, integer in _NUMBERS:  # _check_required and _check_sections saw every section is a mapping
         _number(rid, f"{section}.{name}", run[section].get(name), integer)
     moe = run["model"].get("moe")
     if moe is not None:
@@ -126,12 +146,21 @@ def check_run(run: object, index: int) -> None:
     dp = run["layout"].get("dp")
     if not isinstance(dp, str):  # a number, or text the conversion reads
         _number(rid, "layout.dp", dp, True)
+
+
+def _check_overlap(run: dict, rid: str) -> None:
     if run["layout"].get("overlap") is not None:
         try:
             overlap_dims(run["layout"]["overlap"])
         except ValueError:
             raise RunError(f"run {rid}: layout.overlap: list the dimensions the framework overlaps, among "
                            f"{', '.join(OVERLAP_DIMS)} ([] for none)") from None
+
+
+_CHECKS: tuple[Callable[[dict, str], None], ...] = (
+    _check_gpus, _check_required, _check_sections, _check_numbers, _check_overlap)
+"""What ``check_run`` checks once the run has an id, in order: each raises RunError naming the field. The
+sections are mappings once ``_check_required`` and ``_check_sections`` pass, so the later checks index them."""
 
 
 def _number(rid: str, field: str, value: object, integer: bool) -> None:
