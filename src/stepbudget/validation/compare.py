@@ -98,7 +98,8 @@ def validate(paths: str | list[str] | None = None,
 
 def _runs(paths: str | list[str] | None) -> list[dict]:
     """The runs of one file or several, whose ids must not repeat across them."""
-    runs, seen = [], {}
+    runs: list[dict] = []
+    seen: dict[str, str | None] = {}  # run id -> the file it came from (None: the shipped one)
     for path in [paths] if paths is None or isinstance(paths, str) else paths:
         for run in load_runs(path):
             if run["id"] in seen:
