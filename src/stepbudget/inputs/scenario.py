@@ -43,15 +43,34 @@ class Scenario(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
-        m, c, lay = self.model, self.cluster, self.layout
+        """The sections agree: the degrees fill the GPUs and divide the heads, sequence, layers, experts and batch."""
+        lay = self.layout
+        self._check_gpu_count()
+        self._check_model_split()
+        if lay.attention_kernel != AttentionKernel.BEST:
+            self._check_attention_kernel()
+        if lay.recompute == Recompute.SELECTIVE_OP:
+            self._check_selective_op()
+        self._check_experts()
+        if lay.dp_replicas > 1:
+            self._check_replicas()
+        self._check_batch()
+        return self
+
+    def _check_gpu_count(self) -> None:
+        lay, gpus = self.layout, self.cluster.gpus
         product = lay.tp * lay.cp * lay.pp * lay.dp
-        if product != c.gpus:
-            want_dp = c.gpus / (lay.tp * lay.cp * lay.pp)
+        if product != gpus:
+            want_dp = gpus / (lay.tp * lay.cp * lay.pp)
             fix = f"set layout.dp={int(want_dp)}" if want_dp.is_integer() else "change the degrees"
             raise ValueError(
-                f"layout: tp*cp*pp*dp = {lay.tp}*{lay.cp}*{lay.pp}*{lay.dp} = {product} but cluster.gpus = {c.gpus}; "
+                f"layout: tp*cp*pp*dp = {lay.tp}*{lay.cp}*{lay.pp}*{lay.dp} = {product} but cluster.gpus = {gpus}; "
                 f"{fix} or set cluster.gpus={product}"
             )
+
+    def _check_model_split(self) -> None:
+        """TP divides the heads, CP the sequence (in 2*cp chunks), PP x virtual stages the layer slots."""
+        m, lay = self.model, self.layout
         if m.num_heads % lay.tp:
             raise ValueError(f"layout.tp: {m.num_heads} attention heads are not divisible by tp = {lay.tp}; use a divisor")
         if m.mla is None and m.kv_heads % lay.tp:
@@ -69,29 +88,35 @@ class Scenario(Frozen):
                 f"layout.pp: {slots} layer slots are not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
                 "choose degrees that divide the layers (or count embedding/loss in the pipeline split)"
             )
-        if lay.attention_kernel != AttentionKernel.BEST:
-            self._check_attention_kernel()
-        if lay.recompute == Recompute.SELECTIVE_OP:
-            why = next((w for w, bad in (("an MoE model", m.moe), ("MLA", m.mla), ("a parallel block", m.parallel_block),
-                                          ("attention without FlashAttention", not lay.flash_attention)) if bad), None)
-            if why:
-                raise ValueError(f"layout.recompute: selective-op (torchtitan's per-op checkpointing) is modelled for "
-                                 f"dense standard blocks with FlashAttention, not {why}; use selective or full")
-        if m.moe is None and lay.ep > 1:
-            raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
-        if m.moe is not None:
-            if lay.ep > m.moe.num_experts or m.moe.num_experts % lay.ep:
-                raise ValueError(
-                    f"layout.ep: ep = {lay.ep} must divide the {m.moe.num_experts} experts; use a divisor of num_experts"
-                )
-            etp = lay.expert_tp_degree
-            if (lay.tp * lay.cp * lay.dp) % (lay.ep * etp):
-                raise ValueError(
-                    f"layout.ep: ep*expert_tp = {lay.ep}*{etp} must divide tp*cp*dp = {lay.tp * lay.cp * lay.dp}; "
-                    "expert ranks are taken from those"
-                )
-        if lay.dp_replicas > 1:
-            self._check_replicas()
+
+    def _check_selective_op(self) -> None:
+        m, lay = self.model, self.layout
+        why = next((w for w, bad in (("an MoE model", m.moe), ("MLA", m.mla), ("a parallel block", m.parallel_block),
+                                      ("attention without FlashAttention", not lay.flash_attention)) if bad), None)
+        if why:
+            raise ValueError(f"layout.recompute: selective-op (torchtitan's per-op checkpointing) is modelled for "
+                             f"dense standard blocks with FlashAttention, not {why}; use selective or full")
+
+    def _check_experts(self) -> None:
+        """EP needs experts, divides them, and takes its ranks (with expert TP) from the TP x CP x DP ranks."""
+        moe, lay = self.model.moe, self.layout
+        if moe is None:
+            if lay.ep > 1:
+                raise ValueError(f"layout.ep: ep = {lay.ep} needs an MoE model; set ep=1 or add model.moe")
+            return
+        if lay.ep > moe.num_experts or moe.num_experts % lay.ep:
+            raise ValueError(
+                f"layout.ep: ep = {lay.ep} must divide the {moe.num_experts} experts; use a divisor of num_experts"
+            )
+        etp = lay.expert_tp_degree
+        if (lay.tp * lay.cp * lay.dp) % (lay.ep * etp):
+            raise ValueError(
+                f"layout.ep: ep*expert_tp = {lay.ep}*{etp} must divide tp*cp*dp = {lay.tp * lay.cp * lay.dp}; "
+                "expert ranks are taken from those"
+            )
+
+    def _check_batch(self) -> None:
+        lay = self.layout
         seqs = self.global_batch_seqs
         if seqs % (lay.dp * lay.micro_batch):
             raise ValueError(
@@ -100,7 +125,6 @@ class Scenario(Frozen):
             )
         if lay.schedule == Schedule.DUALPIPE and (seqs // (lay.dp * lay.micro_batch)) % 2:
             raise ValueError("layout.schedule: DualPipe needs an even number of micro-batches per pipeline")
-        return self
 
     def _check_attention_kernel(self) -> None:
         lay, c, k = self.layout, self.cluster, self.cluster.gpu.kernels
