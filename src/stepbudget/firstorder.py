@@ -55,7 +55,7 @@ class _Shown:
 _LEGS = {DPKind.ALL_REDUCE: (2, 0), DPKind.FSDP: (1, 1), DPKind.FSDP_RESHARD: (1, 2)}
 
 
-def _arrays(*values) -> list[np.ndarray]:
+def _arrays(*values) -> tuple[np.ndarray, ...]:
     return np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
 
 
@@ -265,6 +265,13 @@ class WireTiles(_Shown):
     """Burstiness of the training job's flows, phase-locked by the step: sqrt((1 - D) / D), whatever their number."""
 
 
+def _given(value: np.ndarray | None, name: str) -> np.ndarray:
+    """A figure wire_view computes only when ``name`` is given, as wire_tiles always gives it."""
+    if value is None:
+        raise ValueError(f"wire_tiles: {name} must be a number, not None")
+    return value
+
+
 def wire_tiles(line_rate_Bps, step_s, duty_cycle=None, burst_s=None, k_converging=2, buffer_bytes=64e6,
                window_s=15.0, web_flows=1000) -> WireTiles:
     """Panel 5.6 from the line rate and either the duty cycle or the burst length (exactly one of them)."""
@@ -277,9 +284,10 @@ def wire_tiles(line_rate_Bps, step_s, duty_cycle=None, burst_s=None, k_convergin
     return WireTiles(
         line_rate_Bps=view.line_rate_Bps, step_s=view.step_s, duty_cycle=view.duty_cycle, burst_s=view.burst_s,
         bytes_per_burst=view.bytes_per_step, average_Bps=view.average_Bps, peak_to_average=view.peak_to_average,
-        k_converging=view.k_converging, excess_bytes=view.buffer_bytes, buffer_bytes=view.switch_buffer_bytes,
-        absorbed=view.fits_in_buffer, max_burst_absorbed_s=view.max_burst_s, drain_s=view.drain_s,
+        k_converging=view.k_converging, excess_bytes=view.buffer_bytes,
+        buffer_bytes=_given(view.switch_buffer_bytes, "buffer_bytes"), absorbed=_given(view.fits_in_buffer, "buffer_bytes"),
+        max_burst_absorbed_s=_given(view.max_burst_s, "buffer_bytes"), drain_s=view.drain_s,
         window_s=view.window_s, counter_Bps=view.counter_Bps, counter_min_Bps=view.counter_min_Bps,
-        counter_max_Bps=view.counter_max_Bps, web_flows=view.flows_per_gpu, cv_web=view.cv_if_independent,
-        cv_training=view.cv_synchronized,
+        counter_max_Bps=view.counter_max_Bps, web_flows=_given(view.flows_per_gpu, "web_flows"),
+        cv_web=_given(view.cv_if_independent, "web_flows"), cv_training=view.cv_synchronized,
     )

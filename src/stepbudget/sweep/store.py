@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stepbudget.enums import CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES
 from stepbudget.inputs.scenario import ScenarioError
+
+if TYPE_CHECKING:  # pyarrow is imported when a sink is made: only `search --out` needs it
+    import pyarrow.parquet as pq
 
 # coded columns are written as dictionary-encoded strings: readable in any Parquet reader
 CODE_NAMES = {
@@ -34,7 +38,7 @@ class ParquetSink:
 
         self.path = Path(path)
         self.tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
-        self._writer = None
+        self._writer: pq.ParquetWriter | None = None  # opened by the first write, with its schema
         self.rows = 0
 
     def __enter__(self) -> "ParquetSink":
