@@ -3,7 +3,8 @@
 `$ stepbudget ...` blocks (a command and what it prints) are compared figure by figure in
 test_readme_blocks.py and tests/validation/test_readme_figures.py. Here: the site builds with
 `mkdocs build --strict`; the scenario reference holds every field `show` prints; every
-``bash`` line that calls stepbudget exits 0; every ``python`` block runs; every ``yaml`` block
+``bash`` line that calls stepbudget exits 0; every ``python`` block runs and prints what the page shows
+under it; every ``yaml`` block
 loads as a scenario; every synopsis line names options its command has; every module the
 architecture page lists exists; the Quick start's test command is what .ci/run runs.
 """
@@ -92,14 +93,25 @@ def test_bash_lines_run(page, line, tmp_path, monkeypatch):
     assert result.exit_code == 0, f"{page}: {command!r} exited {result.exit_code}: {result.output[-500:]}"
 
 
-PYTHON = _blocks("python")
+CELLS = re.compile(r"^```python\n(.*?)^```\n(?:\n```text\n(.*?)^```)?", flags=re.S | re.M)
+PYTHON_PAGES = [p for p in doc_pages() if "```python" in p.read_text()]
 
 
-@pytest.mark.parametrize("page,body", PYTHON, ids=_ids(PYTHON))
-def test_python_blocks_run(page, body, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("path", PYTHON_PAGES, ids=[str(p.relative_to(ROOT)) for p in PYTHON_PAGES])
+def test_python_blocks_run_and_print_what_the_page_shows(path, tmp_path, monkeypatch, capsys):
+    # a page's python blocks are cells of one notebook: run in order in one namespace; a ```text block right
+    # after a cell is what it prints
     monkeypatch.chdir(tmp_path)
-    exec(compile(body, page, "exec"), {"__name__": "__docs__"})  # the docs' own code, not input
-    assert capsys.readouterr().out.strip(), f"{page}: a python block that prints nothing shows the reader nothing"
+    namespace: dict = {"__name__": "__docs__"}
+    cells = CELLS.findall(path.read_text())
+    assert cells
+    for i, (code, shown) in enumerate(cells):
+        exec(compile(code, f"{path.name} cell {i + 1}", "exec"), namespace)  # the docs' own code, not input
+        printed = capsys.readouterr().out
+        assert printed.strip(), f"{path.name} cell {i + 1} prints nothing: it shows the reader nothing"
+        if shown:
+            want = [line.rstrip() for line in shown.strip().splitlines()]
+            assert [line.rstrip() for line in printed.strip().splitlines()] == want, f"{path.name} cell {i + 1}"
 
 
 YAML = _blocks("yaml")

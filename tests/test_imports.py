@@ -1,5 +1,6 @@
 """Imports run one way: inputs -> plan -> budget -> its analyses (a2a, sim, wire, first-order) -> sweep and
-validation -> views -> cli and web. A module may import its own layer and the layers below, never above."""
+validation -> views -> the Python API (api.py) -> cli and web. A module may import its own layer and the layers
+below, never above."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ LAYERS = (
     {"a2a", "sim", "wire", "firstorder"},
     {"validation", "sweep"},
     {"views"},
+    {"api"},
     {"cli", "web"},
 )
 """Each module's first name under stepbudget, by layer, lowest first."""

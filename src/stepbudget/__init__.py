@@ -1,33 +1,35 @@
 """stepbudget: where the time of a distributed training step goes.
 
+One function per command, each with the command's options as keywords (``stepbudget.api``)::
+
+    step_budget("llama3-405b", sets=["layout.pp=8", "layout.dp=256"])   # the step, term by term
+    memory("llama3-405b")                                          # does it fit
+    search("megascale-175b", gpus=1024, top=3)                     # every layout, ranked
+    scale("llama3-405b", [8192, 16384, 32768])                     # strong scaling
+    whatif("llama3-405b", {"half NIC": ["cluster.nic_Bps=200Gb/s"]})
+    simulate("hpn-gpt3-175b", link_rate=0.5)                       # the same step, task by task
+    nic("llama3-405b"); moe("deepseek-v3", skew="zipf:0.8"); validate()
+
+Each returns a result with ``to_dict()``, ``to_frame()`` and a table in Jupyter (``budget`` and ``wire`` are
+``step_budget`` and ``nic`` here: the package's ``budget`` and ``wire`` modules hold those names). Underneath, the
+model itself over arrays::
+
     scenario = load("llama3-405b", ["layout.pp=8"])
-    plan = derive(scenario)
-    budget = estimate(plan)            # the analytical step
-    memory = memory_per_gpu(plan)      # does it fit
-    result = search(scenario)          # every layout, ranked
-    step = simulate(scenario)          # the same step, task by task
+    plan = derive(scenario)            # per-GPU work, bytes and groups
+    b = estimate(plan)                 # the analytical step (a Budget)
+    mem = memory_per_gpu(plan)
 """
 
+from stepbudget.api import (BudgetResult, MemoryResult, MoEResult, RankedLayouts, Result, ScaleResult, SimulationResult,
+                            ValidationResult, WhatIfResult, WireResult, memory, moe, nic, scale, search, simulate,
+                            step_budget, validate, whatif)
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, load, preset_names
 from stepbudget.plan.derive import Plan, derive
 
-
-def search(scenario: Scenario, **options):
-    """Every valid layout of ``scenario``, ranked (sweep/search.py; options: gpus, top, out, chunk, progress)."""
-    from stepbudget.sweep.search import search as _search
-
-    return _search(scenario, **options)
-
-
-def simulate(scenario: Scenario, **options):
-    """One step of ``scenario`` simulated task by task (sim/step.py; options: contention, link_rate, jitter, rng)."""
-    from stepbudget.sim.step import sim_budget, simulate_step
-
-    return simulate_step(sim_budget(scenario), **options)
-
-
-__all__ = ["Budget", "Memory", "Plan", "Scenario", "ScenarioError", "derive", "estimate", "load", "memory_per_gpu",
-           "preset_names", "search", "simulate"]
+__all__ = ["Budget", "BudgetResult", "Memory", "MemoryResult", "MoEResult", "Plan", "RankedLayouts", "Result",
+           "ScaleResult", "Scenario", "ScenarioError", "SimulationResult", "ValidationResult", "WhatIfResult", "WireResult",
+           "derive", "estimate", "load", "memory", "memory_per_gpu", "moe", "nic", "preset_names", "scale", "search",
+           "simulate", "step_budget", "validate", "whatif"]
 __version__ = "0.1.0"

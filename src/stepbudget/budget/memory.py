@@ -32,7 +32,7 @@ COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras
 """Fields of ``Memory`` that add up to ``total``, in the order the views print them."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Memory:
     """Bytes per GPU on the first pipeline rank; arrays share the plan's shape."""
 
@@ -55,6 +55,9 @@ class Memory:
     """Micro-batches' worth of activations in flight at the peak (formulas.md 4)."""
     capacity: float
     """HBM per GPU, bytes."""
+
+    def __repr__(self) -> str:
+        return _html.short_repr("Memory", self.plan.scenario.name, total_bytes=self.total, capacity_bytes=self.capacity)
 
     def _repr_html_(self) -> str:
         """The components, the total and whether it fits, as a table for Jupyter."""

@@ -30,7 +30,7 @@ from stepbudget.plan.derive import Plan
 DIMS = (Axis.TP, Axis.CP, Axis.PP, Axis.DP, Axis.EP)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Budget:
     """One step on one GPU. Arrays share the plan's shape; ``exposed_s`` aligns with ``exchanges``."""
 
@@ -96,6 +96,9 @@ class Budget:
         with np.errstate(divide="ignore"):
             return {k: np.where(v > 0, self.flops_per_gpu / np.where(v > 0, v, 1), np.inf)
                     for k, v in self.link_bytes().items()}
+
+    def __repr__(self) -> str:
+        return _html.short_repr("Budget", self.plan.scenario.name, step_s=self.step_s, mfu=self.mfu)
 
     def _repr_html_(self) -> str:
         """The summary and the exchanges as tables, for Jupyter."""

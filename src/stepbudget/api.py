@@ -1,0 +1,349 @@
+"""The Python API: one function per command, with the command's options as keywords.
+
+Each returns a frozen result that prints as one line, gives the command's ``--json`` object
+(``to_dict()``), a pandas frame of its main table (``to_frame()``, pandas optional) and, in Jupyter,
+the tables the command prints (``_repr_html_``, drawn by the same view functions as the CLI). The
+library object behind it is ``.value``; its attributes read through (``sb.step_budget(...).step_s``).
+Functions are named after their commands, but for two whose names the package's modules hold:
+``budget`` is ``step_budget`` and ``wire`` is ``nic``.
+
+    import stepbudget as sb
+    sb.step_budget("llama3-405b", sets=["layout.pp=8", "layout.dp=256"])
+    sb.search("megascale-175b", gpus=1024, top=3).to_frame()
+    sb.simulate("hpn-gpt3-175b", link_rate=0.5).deadline_misses
+
+The CLI calls these functions, so a notebook and a terminal see the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from stepbudget.inputs.scenario import Scenario, load
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called as long work advances (search chunks, simulated pipelines, runs, sizes)."""
+ScenarioLike = Scenario | str | os.PathLike
+"""A Scenario, a preset name or the path of a scenario file."""
+
+
+def scenario_of(scenario: ScenarioLike, sets: Sequence[str] = ()) -> Scenario:
+    """``scenario`` as a Scenario, with ``sets`` (``"section.field=value"``) applied to a name or a path."""
+    if isinstance(scenario, Scenario):
+        if sets:
+            raise ValueError("sets: give a preset name or a file to apply sets to, or change the Scenario itself "
+                             "(scenario.model_copy(update=...))")
+        return scenario
+    return load(os.fspath(scenario), list(sets))
+
+
+def finite(obj: object) -> object:
+    """``obj`` with every infinite or NaN float as None and numpy scalars as Python numbers: JSON-ready."""
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """One table row: nested dicts become dotted columns (``by_dim.tp.time_s``), lists stay as they are."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out |= _flat(value, f"{name}.")
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass(frozen=True, repr=False)
+class Result:
+    """What one command gives: the library's object, its --json document, its tables and its main rows."""
+
+    value: Any
+    """The library's own result (a Budget, a sweep SearchResult, a StepResult, ...)."""
+    _document: Callable[[], dict]
+    _tables: Callable[[], list]
+    _rows: Callable[[dict], Iterable[Mapping[str, Any]]]
+    _summary: Callable[[dict], str]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """What the command adds to the library's result (a simulation's Monte Carlo steps, validation's summaries)."""
+
+    def to_dict(self) -> dict:
+        """The command's ``--json`` object: SI units, infinite values as None."""
+        doc = finite(self._document())
+        assert isinstance(doc, dict)
+        return doc
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The main table as flat dicts (one per exchange, layout, size, run, ...)."""
+        return [_flat(r) for r in self._rows(self.to_dict())]
+
+    def to_frame(self):
+        """The main table as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("to_frame needs pandas: pip install pandas (rows() gives the same table as dicts)") from None
+        return pandas.DataFrame(self.rows())
+
+    def tables(self) -> list:
+        """The rich tables and lines the command prints."""
+        return self._tables()
+
+    def text(self, width: int = 160) -> str:
+        """What the command prints, as plain text."""
+        console = Console(width=width, record=True, file=open(os.devnull, "w"))
+        for item in self._tables():
+            console.print(item)
+        return console.export_text()
+
+    def _repr_html_(self) -> str:
+        console = Console(width=160, record=True, file=open(os.devnull, "w"))
+        for item in self._tables():
+            console.print(item)
+        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._summary(self.to_dict())}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self.extra:
+            return self.extra[name]
+        return getattr(self.value, name)
+
+
+class BudgetResult(Result):
+    """``budget``: the step term by term."""
+
+
+class MemoryResult(Result):
+    """``memory``: memory per GPU against HBM."""
+
+
+class RankedLayouts(Result):
+    """``search``: every valid layout, ranked."""
+
+
+class ScaleResult(Result):
+    """``scale``: the scaling curve."""
+
+
+class WhatIfResult(Result):
+    """``whatif``: variants side by side."""
+
+
+class ValidationResult(Result):
+    """``validate``: predicted against published runs."""
+
+
+class SimulationResult(Result):
+    """``simulate``: one step task by task, and the tail over replicas when jittered."""
+
+
+class WireResult(Result):
+    """``wire``: what one NIC sees."""
+
+
+class MoEResult(Result):
+    """``moe``: the all-to-all's hiding ratio, traffic matrix and schedules."""
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1e3:,.1f} ms" if x < 1 else f"{x:,.2f} s"
+
+
+def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()) -> BudgetResult:
+    """``budget``: the step-time budget of ``scenario``: compute, bubble, bytes and time per dimension, exposure, MFU.
+
+    A whole-step-rate scenario changed by ``sets`` is carried at its kernel rate, as the CLI does."""
+    from stepbudget.budget.step import estimate
+    from stepbudget.plan.derive import derive
+    from stepbudget.sweep.calibrate import carried, kernel_view
+    from stepbudget.views.tables import budget_dict, budget_tables
+
+    if isinstance(scenario, Scenario):
+        sc, rate = scenario_of(scenario, sets), None
+    else:
+        sc, rate = carried(os.fspath(scenario), list(sets))
+    b, kernel = estimate(derive(sc)), kernel_view(sc)
+    return BudgetResult(b, lambda: budget_dict(b, kernel, rate), lambda: budget_tables(b, kernel, rate),
+                        lambda d: d["exchanges"],
+                        lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}")
+
+
+def memory(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()) -> MemoryResult:
+    """Memory per GPU of ``scenario`` on its first pipeline rank, against HBM."""
+    from stepbudget.budget.memory import memory_per_gpu
+    from stepbudget.plan.derive import derive
+    from stepbudget.views.memory import memory_dict, memory_table
+
+    mem = memory_per_gpu(derive(scenario_of(scenario, sets)))
+    return MemoryResult(mem, lambda: memory_dict(mem), lambda: [memory_table(mem)],
+                        lambda d: [{"component": k, "bytes": v} for k, v in d["bytes"].items()],
+                        lambda d: f"{d['scenario']}: {d['total_bytes'] / 1e9:,.1f} GB of {d['capacity_bytes'] / 1e9:,.0f} GB"
+                                  f" ({'fits' if d['fits'] else 'does not fit'})")
+
+
+def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), gpus: int | None = None, top: int = 10,
+           out: str | os.PathLike | None = None, progress: Progress | None = None) -> RankedLayouts:
+    """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the scenario's), ranked by
+    step time; the ``top`` fastest kept with their budgets, every one written to ``out`` (Parquet) if given."""
+    from stepbudget.sweep.search import search as run_search
+    from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
+
+    result = run_search(scenario_of(scenario, sets), gpus=gpus, top=top,
+                        out=None if out is None else os.fspath(out), progress=progress)
+    return RankedLayouts(result, lambda: search_dict(result),
+                        lambda: [*summary_lines(result), top_table(result), "[bold]Why the winner wins[/bold]",
+                                 *(f"  {line}" for line in why_lines(result))],
+                        lambda d: [{"rank": t["rank"], "layout": t["layout"], **{k: t["budget"][k] for k in (
+                            "step_s", "compute_s", "bubble_s", "exposed_comm_s", "mfu")},
+                            "memory_bytes": t["memory"]["total_bytes"]} for t in d["top"]],
+                        lambda d: f"{d['scenario']} on {d['gpus']:,} GPUs: {d['feasible']:,} of {d['evaluated']:,} "
+                                  f"layouts fit; best {_ms(d['top'][0]['budget']['step_s']) if d['top'] else 'none'}")
+
+
+def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = None, *, sets: Sequence[str] = (),
+          weak: bool = False, research: bool = False, progress: Progress | None = None) -> ScaleResult:
+    """Strong scaling of ``scenario`` over ``gpus`` (default: its own size); ``weak`` keeps the batch per replica,
+    ``research`` searches the best layout again at each size."""
+    from stepbudget.sweep.scaling import scale as run_scale
+    from stepbudget.views.scaling import scale_dict, scale_table
+
+    sc = scenario_of(scenario, sets)
+    curve = run_scale(sc, list(gpus) if gpus is not None else [sc.cluster.gpus], weak=weak, research=research,
+                      progress=progress)
+    return ScaleResult(curve, lambda: scale_dict(curve), lambda: [scale_table(curve)],
+                       lambda d: d["points"],
+                       lambda d: f"{d['scenario']} ({d['mode']}): " + ", ".join(
+                           f"{p['gpus']:,} GPUs {p['mfu']:.1%} MFU" for p in d["points"][:4])
+                           + (" ..." if len(d["points"]) > 4 else ""))
+
+
+def whatif(scenario: str | os.PathLike = "llama3-405b", variants: Mapping[str, Sequence[str]] | None = None, *,
+           sets: Sequence[str] = (), chapter: bool = False) -> WhatIfResult:
+    """``scenario`` (a preset name or a file, with ``sets``) and each variant, side by side. ``variants`` maps a
+    name to its ``"section.field=value"`` changes; ``chapter`` adds the chapter's cases (llama3-405b only)."""
+    from stepbudget.sweep.whatif import CHAPTER_CASES
+    from stepbudget.sweep.whatif import whatif as run_whatif
+    from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
+
+    ref = os.fspath(scenario)
+    chosen = [(name, tuple(changes)) for name, changes in (variants or {}).items()]
+    if chapter:
+        if ref not in CHAPTER_CASES:
+            raise ValueError(f"chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}, not {ref!r}")
+        chosen = list(CHAPTER_CASES[ref].items()) + chosen
+    if not chosen:
+        raise ValueError("variants: give at least one variant ({'name': ['section.field=value', ...]}) or chapter=True")
+    result = run_whatif(ref, list(sets), chosen)
+    return WhatIfResult(result, lambda: whatif_dict(result), lambda: [whatif_table(result), traffic_table(result)],
+                        lambda d: [{"name": v["name"], **{k: v["budget"][k] for k in ("step_s", "compute_s", "bubble_s",
+                                                                                   "exposed_comm_s", "mfu")},
+                                    "memory_bytes": v["memory"]["total_bytes"]} for v in d["variants"]],
+                        lambda d: f"{len(d['variants'])} variants of {ref}")
+
+
+def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+             progress: Progress | None = None) -> ValidationResult:
+    """Every published run in ``runs`` (one runs file or several; default: the shipped one) predicted by the model,
+    against what was measured, with a summary per source."""
+    from stepbudget.validation.compare import validate as run_validate
+    from stepbudget.views.validation import runs_table, skipped_lines, summary_table, validation_dict
+
+    paths = None if runs is None else [os.fspath(runs)] if isinstance(runs, (str, os.PathLike)) else \
+        [os.fspath(r) for r in runs]
+    rows, summaries = run_validate(paths, progress=progress)
+    return ValidationResult(rows, lambda: validation_dict(rows, summaries),
+                            lambda: [runs_table(rows), summary_table(summaries), *skipped_lines(rows)],
+                            lambda d: [{k: v for k, v in r.items() if k != "assumptions"} for r in d["runs"]],
+                            lambda d: f"{d['summary']['n']} runs predicted, median |error| "
+                                      f"{d['summary']['median_abs_error']:.1%}", {"summaries": summaries})
+
+
+def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), contention: bool = True,
+             link_rate: float = 1.0, compute_cv: float = 0.0, link_cv: float = 0.0, straggler_p: float = 0.0,
+             straggler_slowdown: float = 1.5, steps: int = 1, replicas: int | None = None, seed: int = 0,
+             progress: Progress | None = None) -> SimulationResult:
+    """One step of ``scenario`` simulated task by task (max-min link sharing unless not ``contention``, every link
+    at ``link_rate`` times its rate). With jitter (``compute_cv``, ``link_cv``, a straggler chance) or ``steps`` > 1,
+    also ``steps`` steps, each the slowest of ``replicas`` DP replicas (default: the layout's DP)."""
+    from stepbudget.sim.step import Jitter, check_link_rate, monte_carlo, sim_budget, simulate_step, tail_growth
+    from stepbudget.views.simulation import links_table, misses_table, simulate_dict, simulate_table, tails_table
+
+    jit = Jitter(compute_cv=compute_cv, link_cv=link_cv, straggler_p=straggler_p, straggler_slowdown=straggler_slowdown)
+    check_link_rate(link_rate)
+    if steps < 1:
+        raise ValueError(f"steps: {steps} must be at least 1")
+    b = sim_budget(scenario_of(scenario, sets))
+    result = simulate_step(b, contention=contention, link_rate=link_rate)
+    mc = tails = None
+    if steps > 1 or jit.any:
+        R = replicas or int(b.plan.dp)
+        mc = monte_carlo(b, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate,
+                         progress=progress)
+        tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
+
+    def tables() -> list:
+        return [simulate_table(result), *([misses_table(result)] if result.deadline_misses else []),
+                links_table(result), *([tails_table(tails, steps)] if tails is not None else [])]
+
+    return SimulationResult(
+        result, lambda: simulate_dict(result, mc, tails), tables,
+        lambda d: [{"term": "bubble", "exposed_s": d["bubble_s"]},
+                   *({"term": k, "exposed_s": v} for k, v in d["exposed_comm_s"].items())],
+        lambda d: f"{d['scenario']}: simulated {_ms(d['step_s'])} against the budget's {_ms(d['analytical_step_s'])}, "
+                  f"{d['deadline_misses']} deadline misses", {"monte_carlo": mc, "tails": tails})
+
+
+def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), steps: int = 4, window_s: float = 15.0,
+        converging: int = 2, switch_buffer_bytes: float = 64e6) -> WireResult:
+    """``wire``: one NIC of ``scenario``'s job over ``steps`` steps: bursts at line rate, duty cycle, what a ``window_s``
+    counter reads, and the buffer ``converging`` bursts need at one switch port."""
+    from stepbudget.budget.step import estimate
+    from stepbudget.plan.derive import derive
+    from stepbudget.sweep.calibrate import carried
+    from stepbudget.views.wire import wire_dict, wire_table
+    from stepbudget.wire import wire_of
+
+    sc = scenario_of(scenario, sets) if isinstance(scenario, Scenario) else carried(os.fspath(scenario), list(sets))[0]
+    w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=switch_buffer_bytes)
+    return WireResult(w, lambda: wire_dict(w), lambda: [wire_table(w)],
+                      lambda d: [{"t_s": t, "rate_Bps": r} for t, r in zip(d["series"]["t_s"], d["series"]["rate_Bps"])],
+                      lambda d: f"{d['scenario']}: {d['bytes_per_nic'] / 1e9:,.1f} GB per NIC per step, "
+                                f"duty cycle {d['duty_cycle']:.1%}")
+
+
+def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), skew: str = "uniform",
+        servers: int | None = None, gpus_per_server: int | None = None, matrix: np.ndarray | str | None = None,
+        seed: int = 0) -> MoEResult:
+    """One MoE layer's all-to-all in ``scenario``: the hiding ratio on each link, the dispatch matrix under ``skew``
+    (``uniform``, ``zipf:S``, ``experts:S``) or a measured ``matrix`` (bytes; an array or a .csv/.npy path), and its
+    completion time plain and FAST-scheduled on ``servers`` x ``gpus_per_server`` GPUs."""
+    from stepbudget.a2a.report import load_matrix, moe_report, parse_skew
+    from stepbudget.views.moe import alltoall_table, moe_dict, ratio_table, verdict
+
+    m = load_matrix(matrix) if isinstance(matrix, str) else matrix
+    report = moe_report(scenario_of(scenario, sets), parse_skew(skew), servers, gpus_per_server, m, seed)
+    return MoEResult(report, lambda: moe_dict(report),
+                     lambda: [ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
+                              *(f"  {line}" for line in verdict(report))],
+                     lambda d: [{"link": k, **v} for k, v in d["ratio"].items()],
+                     lambda d: f"{d['scenario']}: {d['servers']} x {d['gpus_per_server']} GPUs, plain "
+                               f"{_ms(d['alltoall']['plain_s'])}, scheduled {_ms(d['alltoall']['scheduled_s'])}")
