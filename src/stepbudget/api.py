@@ -236,16 +236,19 @@ def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = N
                            + (" ..." if len(d["points"]) > 4 else ""))
 
 
-def whatif(scenario: str | os.PathLike = "llama3-405b", variants: Mapping[str, Sequence[str]] | None = None, *,
+def whatif(scenario: str | os.PathLike = "llama3-405b",
+           variants: Mapping[str, Sequence[str]] | Sequence[tuple[str, Sequence[str]]] | None = None, *,
            sets: Sequence[str] = (), chapter: bool = False) -> WhatIfResult:
     """``scenario`` (a preset name or a file, with ``sets``) and each variant, side by side. ``variants`` maps a
-    name to its ``"section.field=value"`` changes; ``chapter`` adds the chapter's cases (llama3-405b only)."""
+    name to its ``"section.field=value"`` changes (or lists (name, changes) pairs); ``chapter`` puts the chapter's
+    cases first (llama3-405b only)."""
     from stepbudget.sweep.whatif import CHAPTER_CASES
     from stepbudget.sweep.whatif import whatif as run_whatif
     from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
 
     ref = os.fspath(scenario)
-    chosen = [(name, tuple(changes)) for name, changes in (variants or {}).items()]
+    pairs = variants.items() if isinstance(variants, Mapping) else variants or ()
+    chosen = [(name, tuple(changes)) for name, changes in pairs]
     if chapter:
         if ref not in CHAPTER_CASES:
             raise ValueError(f"chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}, not {ref!r}")
@@ -270,8 +273,11 @@ def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None
     paths = None if runs is None else [os.fspath(runs)] if isinstance(runs, (str, os.PathLike)) else \
         [os.fspath(r) for r in runs]
     rows, summaries = run_validate(paths, progress=progress)
+    skipped = skipped_lines(rows)
     return ValidationResult(rows, lambda: validation_dict(rows, summaries),
-                            lambda: [runs_table(rows), summary_table(summaries), *skipped_lines(rows)],
+                            lambda: [runs_table(rows), summary_table(summaries),
+                                     *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []),
+                                     *(f"  {line}" for line in skipped)],
                             lambda d: [{k: v for k, v in r.items() if k != "assumptions"} for r in d["runs"]],
                             lambda d: f"{d['summary']['n']} runs predicted, median |error| "
                                       f"{d['summary']['median_abs_error']:.1%}", {"summaries": summaries})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from contextlib import contextmanager
@@ -15,13 +14,9 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from stepbudget.budget.step import estimate
-from stepbudget.plan.derive import derive
+from stepbudget import api
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
 from stepbudget.units import UnitError
-from stepbudget.budget.memory import memory_per_gpu
-from stepbudget.views.memory import memory_dict, memory_table
-from stepbudget.views.tables import budget_dict, budget_tables
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
 _probe = Console()
@@ -72,19 +67,9 @@ def _load(scenario: str, sets: list[str] | None):
         fail(str(e))
 
 
-def _finite(obj: object) -> object:
-    """JSON has no inf or NaN: an infinite ratio (nothing to divide by) is written as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _print_json(obj: object) -> None:
-    print(json.dumps(_finite(obj), indent=2, allow_nan=False))
+    # JSON has no inf or NaN: an infinite ratio (nothing to divide by) is written as null
+    print(json.dumps(api.finite(obj), indent=2, allow_nan=False))
 
 
 def _emit(as_json: bool, document: Callable[[], object], shown: Callable[[], Iterable], wrote: Iterable = ()) -> None:
@@ -99,6 +84,11 @@ def _emit(as_json: bool, document: Callable[[], object], shown: Callable[[], Ite
             console.print(f"wrote {path}")
 
 
+def _show(as_json: bool, result: api.Result, wrote: Iterable = (), more: Iterable = ()) -> None:
+    """Print an API result: its --json object, or its tables (then ``more`` lines and each file written)."""
+    _emit(as_json, result.to_dict, lambda: [*result.tables(), *more], wrote)
+
+
 def _carried(scenario: str, sets: list[str] | None):
     """The scenario a budget of ``scenario`` with ``sets`` evaluates, and the rate a whole-step rate was carried at."""
     from stepbudget.sweep.calibrate import carried
@@ -110,11 +100,11 @@ def _carried(scenario: str, sets: list[str] | None):
 
 
 def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
-    from stepbudget.sweep.calibrate import kernel_view
-
-    sc, rate = _carried(scenario, sets)
-    b, kernel = estimate(derive(sc)), kernel_view(sc)
-    _emit(as_json, lambda: budget_dict(b, kernel, rate), lambda: budget_tables(b, kernel, rate))
+    try:
+        result = api.step_budget(scenario, sets=sets or [])
+    except (ScenarioError, UnitError) as e:
+        fail(str(e))
+    _show(as_json, result)
 
 
 @app.callback(invoke_without_command=True)
@@ -148,8 +138,7 @@ def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json:
 @app.command()
 def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
-    mem = memory_per_gpu(derive(_load(scenario, sets)))
-    _emit(as_json, lambda: memory_dict(mem), lambda: [memory_table(mem)])
+    _show(as_json, api.memory(_load(scenario, sets)))
 
 
 @app.command()
@@ -162,9 +151,6 @@ def search(
     as_json: AsJson = False,
 ) -> None:
     """Every valid layout for the model, cluster and batch: drop what does not fit, rank by step time."""
-    from stepbudget.sweep.search import search as run_search
-    from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
-
     sc = _load(scenario, sets)
     if gpus is not None and gpus < 1:
         fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
@@ -173,15 +159,13 @@ def search(
     _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
-            result = run_search(sc, gpus=gpus, top=top, out=out, progress=bar)
+            result = api.search(sc, gpus=gpus, top=top, out=out, progress=bar)
     except KeyboardInterrupt:
         print("stepbudget: search interrupted; nothing was written", file=sys.stderr)
         raise typer.Exit(130) from None
     except ScenarioError as e:
         fail(str(e))
-    _emit(as_json, lambda: search_dict(result), lambda: [
-        *summary_lines(result), top_table(result), "[bold]Why the winner wins[/bold]",
-        *(f"  {line}" for line in why_lines(result)), *([f"wrote {result.written:,} layouts to {out}"] if out else [])])
+    _show(as_json, result, more=[f"wrote {result.written:,} layouts to {out}"] if out else [])
 
 
 @app.command()
@@ -197,22 +181,20 @@ def scale(
 ) -> None:
     """Strong (or weak) scaling: compute, DP time, communication share, exposed share and MFU per size."""
     from stepbudget.sweep.scaling import parse_gpus
-    from stepbudget.sweep.scaling import scale as run_scale
-    from stepbudget.views.scaling import scale_dict, scale_table
 
     sc = _load(scenario, sets)
     _check_plot(plot)
     try:
         sizes = parse_gpus(gpus or str(sc.cluster.gpus))
         with _progress(research and not as_json, "searching each size", "sizes") as bar:
-            curve = run_scale(sc, sizes, weak=weak, research=research, progress=bar)
+            curve = api.scale(sc, sizes, weak=weak, research=research, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
         from stepbudget.views.figures import scale_figure
 
-        _save(scale_figure, curve, plot)
-    _emit(as_json, lambda: scale_dict(curve), lambda: [scale_table(curve)], [plot])
+        _save(scale_figure, curve.value, plot)
+    _show(as_json, curve, [plot])
 
 
 @app.command()
@@ -227,8 +209,6 @@ def whatif(
 ) -> None:
     """Compare variants of a scenario side by side, with each one's traffic matrix."""
     from stepbudget.sweep.whatif import CHAPTER_CASES, parse_vary
-    from stepbudget.sweep.whatif import whatif as run_whatif
-    from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
 
     if not vary and not chapter:
         fail("whatif: give at least one --vary 'KEY=VALUE ...' or --chapter")
@@ -236,12 +216,10 @@ def whatif(
         fail(f"--chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}; use --vary for {scenario!r}")
     try:
         variants = [(text, _varied(text, parse_vary)) for text in vary or []]
-        if chapter:
-            variants = list(CHAPTER_CASES[scenario].items()) + variants
-        result = run_whatif(scenario, list(sets or []), variants)
+        result = api.whatif(scenario, variants, sets=sets or [], chapter=chapter)
     except (ScenarioError, UnitError) as e:
         fail(str(e))
-    _emit(as_json, lambda: whatif_dict(result), lambda: [whatif_table(result), traffic_table(result)])
+    _show(as_json, result)
 
 
 @app.command()
@@ -255,9 +233,8 @@ def validate(
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
     from stepbudget.validation.compare import explain as run_explain
-    from stepbudget.validation.compare import validate as run_validate
-    from stepbudget.views.validation import (explain_dict, explain_lines, figure_5_5, runs_table, skipped_lines,
-                                             summary_table, validation_dict)
+    from stepbudget.views.tables import budget_dict, budget_tables
+    from stepbudget.views.validation import explain_dict, explain_lines, figure_5_5
 
     _check_plot(plot)
     if explain is not None:
@@ -271,16 +248,12 @@ def validate(
         if runs and not all(r.strip() for r in runs):
             fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
         with _progress(not as_json, "predicting", "runs") as bar:
-            rows, summaries = run_validate(runs or None, progress=bar)
+            result = api.validate(runs or None, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
-        _save(figure_5_5, rows, plot)
-    skipped = skipped_lines(rows)
-    _emit(as_json, lambda: validation_dict(rows, summaries), lambda: [
-        runs_table(rows), summary_table(summaries),
-        *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []), *(f"  {line}" for line in skipped)],
-        [plot])
+        _save(figure_5_5, result.value, plot)
+    _show(as_json, result, [plot])
 
 
 @app.command()
@@ -300,9 +273,8 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
-    from stepbudget.sim.step import Jitter, check_link_rate, monte_carlo, sim_budget, simulate_step, tail_growth
-    from stepbudget.views.simulation import (links_table, misses_table, simulate_dict, simulate_table, step_figure,
-                                             tails_table, write_trace)
+    from stepbudget.sim.step import Jitter, check_link_rate
+    from stepbudget.views.simulation import step_figure, write_trace
 
     sc = _load(scenario, sets)
     _check_out(trace, (".json",), "--trace")
@@ -319,22 +291,15 @@ def simulate(
         check_link_rate(link_rate)
     except ScenarioError as e:
         fail(str(e))
-    budget = sim_budget(sc)
-    result = simulate_step(budget, contention=not no_contention, link_rate=link_rate)
-    mc = tails = None
-    if steps > 1 or jit.any:
-        R = replicas or int(budget.plan.dp)
-        with _progress(not as_json, "simulating", "pipelines") as bar:
-            mc = monte_carlo(budget, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate,
-                             progress=bar)
-        tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
+    with _progress(not as_json and (steps > 1 or jit.any), "simulating", "pipelines") as bar:
+        result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
+                              link_cv=jit.link_cv, straggler_p=jit.straggler_p, straggler_slowdown=jit.straggler_slowdown,
+                              steps=steps, replicas=replicas or None, seed=seed, progress=bar)
     if trace is not None:
-        _save(write_trace, result, trace)
+        _save(write_trace, result.value, trace)
     if plot is not None:
-        _save(step_figure, result, plot)
-    _emit(as_json, lambda: simulate_dict(result, mc, tails), lambda: [
-        simulate_table(result), *([misses_table(result)] if result.deadline_misses else []), links_table(result),
-        *([tails_table(tails, steps)] if tails is not None else [])], [trace, plot])
+        _save(step_figure, result.value, plot)
+    _show(as_json, result, [trace, plot])
 
 
 @app.command()
@@ -350,10 +315,9 @@ def wire(
 ) -> None:
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
     from stepbudget.units import parse
-    from stepbudget.views.wire import wire_dict, wire_figure, wire_table
-    from stepbudget.wire import wire_of
+    from stepbudget.views.wire import wire_figure
 
-    sc, _ = _carried(scenario, sets)
+    _carried(scenario, sets)  # a bad scenario or --set is one line before the options are read
     try:
         window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
     except UnitError as e:
@@ -362,12 +326,13 @@ def wire(
         fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
     _check_plot(plot)
     try:
-        w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=buffer_b)
+        w = api.nic(scenario, sets=sets or [], steps=steps, window_s=window_s, converging=converging,
+                    switch_buffer_bytes=buffer_b)
     except ValueError as e:
         fail(str(e).splitlines()[0])
     if plot is not None:
-        _save(wire_figure, w, plot)
-    _emit(as_json, lambda: wire_dict(w), lambda: [wire_table(w)], [plot])
+        _save(wire_figure, w.value, plot)
+    _show(as_json, w, [plot])
 
 
 @app.command()
@@ -385,8 +350,8 @@ def moe(
     as_json: AsJson = False,
 ) -> None:
     """MoE all-to-all: hiding ratio, one layer's traffic matrix, plain against FAST-style schedule."""
-    from stepbudget.a2a.report import load_matrix, moe_report, parse_skew
-    from stepbudget.views.moe import alltoall_table, heatmap, moe_dict, ratio_table, verdict
+    from stepbudget.a2a.report import load_matrix
+    from stepbudget.views.moe import heatmap
 
     sc = _load(scenario, sets)
     _check_plot(plot)
@@ -396,15 +361,13 @@ def moe(
     if servers is not None and gpus_per_server is not None and servers * gpus_per_server < 2:
         fail("--servers x --gpus-per-server: an all-to-all needs at least 2 GPUs; give more")
     try:
-        report = moe_report(sc, parse_skew(skew), servers, gpus_per_server,
-                            load_matrix(matrix) if matrix is not None else None, seed)
+        report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server,
+                         matrix=load_matrix(matrix) if matrix is not None else None, seed=seed)
     except (ScenarioError, ValueError) as e:
         fail(str(e).splitlines()[0])
     if plot is not None:
-        _save(heatmap, report, plot)
-    _emit(as_json, lambda: moe_dict(report), lambda: [
-        ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
-        *(f"  {line}" for line in verdict(report))], [plot])
+        _save(heatmap, report.value, plot)
+    _show(as_json, report, [plot])
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
