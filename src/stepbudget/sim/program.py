@@ -20,6 +20,49 @@ A collective is a transfer of ``time x capacity`` bytes: with a link to itself i
 budget's time (latency included); sharing a link, it slows as max-min sharing says. ZB-H1,
 ZB-H2, DualPipe (and interleaving with m not a multiple of p) are run with their closed-form
 bubble as idle time at the start of every stage, not task by task.
+
+What the simulator takes from the budget, and what it decides
+-------------------------------------------------------------
+The graph's smallest unit is a layer's forward or backward on one stage. What happens inside
+it (which kernel runs beside which collective) is not modelled, so every overlap that lives
+inside a pass is taken from the budget; only what the order of passes, their dependencies and
+the links decide is the simulator's own. ``_BudgetTerms`` gathers everything taken.
+
+Taken, not decided (fields of ``budget``, ``budget.plan`` and ``budget.exchanges``):
+
+- Compute: ``budget.compute_s - plan.optimizer_s``, spread evenly over micro-batches, chunks and
+  layers; ``plan.optimizer_s`` once per stage.
+- TP, CP, EP: each exchange's ``exposed_s`` (the three dimensions summed, one blocking transfer
+  after each pass, on the link of the dimension with the most) and ``time_s - exposed_s`` (one
+  transfer per dimension beside the pass), each spread 1 : 2 over the forward and backward passes.
+  That split is the budget's overlap fraction phi (``overlap.tp``, ``.cp``, ``.ep`` or their
+  "auto" defaults, budget/step.py ``_exposed``), used as given: without contention each transfer
+  has its link to itself and takes its budget time, so "the simulation equals the budget without
+  contention" holds for these terms by construction and cannot catch an overlap error in TP, CP
+  or EP. ``nic_bytes > 0`` puts a dimension's transfers on the NIC.
+- SM sharing: each layer is lengthened by ``plan.comm_sm_share`` times its share of the hidden
+  TP/CP/EP time and of the budget's hidden DP and PP time (``time_s - exposed_s``), as the
+  budget's ``contention_s`` is.
+- Sizes: PP's ``call_s`` (one send); DP's ``time_s`` per collective kind (reduce-scatter or
+  all-reduce, all-gather), its rounds ``calls / units`` and its bucket size (``units``, at least a
+  layer); HSDP's cross-replica all-reduce ``time_s``. Every transfer moves its time times
+  ``plan.nvlink_Bps`` or ``plan.nic_Bps``, so the budget's latency and algorithm are inside it.
+- The bubble of a schedule run in closed form: ``budget.bubble_s`` plus PP's ``exposed_s``.
+
+Decided by the task graph:
+
+- The bubble and PP's exposed time (GPipe, 1F1B, interleaved 1F1B), from the schedule's order
+  and the sends' dependencies; the budget's ``bubble_s`` and PP ``exposed_s`` are not used.
+- DP's exposed time, from when buckets launch (after their layers' last backward; gathers before
+  their first forward), their queue in issue order on one link and the compute left to hide them;
+  the budget's DP ``exposed_s`` is not used. ``overlap.dp = 0`` (from the scenario) runs them
+  outside the compute: reduces after the stage's backward, gathers before its first layer.
+- Link sharing (``contention=True``): max-min sharing of each stage's NIC by its PP sends, DP
+  buckets and the TP/CP/EP transfers that cross the NIC.
+- Deadlines: which hidden transfers end after the compute meant to hide them (sim/step.py).
+
+So the simulator checks the budget's bubble, PP and DP overlap; TP, CP and EP overlap need
+another oracle (a measured trace, a published figure).
 """
 
 from __future__ import annotations
@@ -106,7 +149,11 @@ def _microbatches(plan: Plan) -> int:
 def program_size(budget: Budget) -> int:
     """About how many tasks ``step_program`` builds for ``budget`` (what simulating it costs): per forward or
     backward chunk pass of every stage and micro-batch, its layers, the exposed TP/CP/EP transfer after it,
-    each hidden one beside it and their join, and the PP send; DP buckets and the optimizer are few."""
+    each hidden one beside it and their join, and the PP send; DP buckets and the optimizer are few.
+
+    The passes' tasks are counted exactly but for the sends: every pass is counted with one, while a
+    micro-batch's first forward and last backward send nothing (2 m fewer). Left out: DP gathers and
+    buckets, the closed-form bubbles, the optimizer steps and the final join."""
     plan = budget.plan
     p, m = int(plan.pp), _microbatches(plan)
     closed_form = _closed_form(int(plan.schedule), p, m)
@@ -583,7 +630,16 @@ def _gather_deadlines(b: _Builder, walk: _Walk, gathers: dict[tuple[int, int, in
 
 
 def step_program(budget: Budget, contention: bool = True) -> StepProgram:
-    """The task graph of one step of ``budget``'s plan (a 0-d budget of a kernel-scope scenario)."""
+    """The task graph of one step of ``budget``'s plan (a 0-d budget of a kernel-scope scenario).
+
+    The graph decides the bubble, PP's and DP's exposed time and link sharing; it takes the compute time,
+    TP/CP/EP's split into hidden and exposed time, the SM share and every transfer's time alone from the
+    budget (the module docstring lists the fields), so without contention its TP, CP and EP match the
+    budget by construction. Tasks are emitted in this order: the step's DP gathers, the closed-form bubbles,
+    the chunk passes as the stages' schedules interleave, each stage's reduce buckets and optimizer step,
+    and a final join; every dependency is an earlier task. ``contention=False`` gives each dimension of a
+    stage its own link.
+    """
     plan = budget.plan
     shape, terms = _shape(plan, budget), _budget_terms(budget)
     b, walk = _Builder(plan, contention), _Walk(shape.stages)
