@@ -134,10 +134,10 @@ def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
     g = prog.graph
     out = {d.value: 0.0 for d in DIMS} | {"bubble": 0.0}
     is_compute = g.kind == TaskKind.COMPUTE
-    ends = {}
+    ends: dict[int, float] = {}
     for s in np.unique(prog.stage[prog.stage >= 0]):
         ends[int(s)] = tl.end_s[(prog.stage == s)].max()
-    last = max(ends, key=ends.get)
+    last = max(ends, key=ends.__getitem__)
     tasks = np.flatnonzero(is_compute & (prog.stage == last))
     tasks = tasks[np.argsort(tl.start_s[tasks], kind="stable")]
     prev_end = 0.0

@@ -99,11 +99,11 @@ def trace_events(
     for link in np.unique(timeline.link_ids):
         name = link_names[link] if link_names is not None else f"link {link}"
         events.append(_metadata(NETWORK_PID, int(link), name))
-    for task in np.flatnonzero(is_compute):
+    for task in np.flatnonzero(is_compute).tolist():
         events.append({"ph": "X", "name": timeline.label(task), "cat": "compute",
                        "pid": COMPUTE_PID, "tid": int(timeline.stream[task]),
                        "ts": float(ts_us[task]), "dur": float(dur_us[task])})
-    for task in np.flatnonzero(timeline.kind == TaskKind.TRANSFER):
+    for task in np.flatnonzero(timeline.kind == TaskKind.TRANSFER).tolist():
         lo, hi = timeline.link_indptr[task], timeline.link_indptr[task + 1]
         for link in timeline.link_ids[lo:hi]:
             events.append({"ph": "X", "name": timeline.label(task), "cat": "transfer",
