@@ -441,6 +441,7 @@ def serve(
         fail(f"--lang: {lang!r} is not a language of the app; use one of {', '.join(LANGS)}")
     if not 0 < port < 65536:
         fail(f"--port: {port} is not a TCP port; give 1 to 65535")
+    _check_installed(("dash", "web"), "serve")
     from stepbudget.web.app import serve as run_server
 
     def ready(url: str) -> None:
@@ -472,12 +473,19 @@ def _save(write: Callable[..., None], *args) -> None:
         fail(str(e))
 
 
+WRITERS = {".html": ("plotly", "plot"), ".png": ("matplotlib", "plot"), ".svg": ("matplotlib", "plot"),
+           ".parquet": ("pyarrow", "parquet")}
+"""The package that writes each kind of file, and the optional extra that installs it (pyproject.toml)."""
+
+
 def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
-    """One-line error unless ``path`` (if given) has one of ``suffixes`` and its folder exists."""
+    """One-line error unless ``path`` (if given) has one of ``suffixes``, its folder exists and what writes it is
+    installed: all before any work."""
     if path is None:
         return
     if Path(path).suffix not in suffixes:
         fail(f"{option}: {path!r} needs one of the extensions {', '.join(suffixes)}; rename it")
+    _check_installed(WRITERS.get(Path(path).suffix), f"{option}: writing {Path(path).suffix}")
     folder = Path(path).resolve().parent
     if not folder.is_dir():
         fail(f"{option}: folder {str(folder)!r} does not exist; create it or choose another path")
@@ -485,6 +493,16 @@ def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None
         fail(f"{option}: {path!r} is a folder; give a file name")
     if not os.access(folder, os.W_OK | os.X_OK):
         fail(f"{option}: cannot write in {str(folder)!r}; choose a writable folder")
+
+
+def _check_installed(needed: tuple[str, str] | None, what: str) -> None:
+    """One line naming the extra to install when the optional package ``needed`` = (module, extra) is missing."""
+    import importlib.util
+
+    if needed is not None and importlib.util.find_spec(needed[0]) is None:
+        module, extra = needed
+        fail(f"{what} needs {module}, which is not installed; pip install 'stepbudget[{extra}]' (or '.[{extra}]' "
+             "from the repository)")
 
 
 @contextmanager
