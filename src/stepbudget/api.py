@@ -338,7 +338,7 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
 
 def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), skew: str = "uniform",
         servers: int | None = None, gpus_per_server: int | None = None, matrix: np.ndarray | str | None = None,
-        seed: int = 0) -> MoEResult:
+        seed: int = 0, progress: Progress | None = None) -> MoEResult:
     """One MoE layer's all-to-all in ``scenario``: the hiding ratio on each link, the dispatch matrix under ``skew``
     (``uniform``, ``zipf:S``, ``experts:S``) or a measured ``matrix`` (bytes; an array or a .csv/.npy path), and its
     completion time plain and FAST-scheduled on ``servers`` x ``gpus_per_server`` GPUs."""
@@ -346,7 +346,7 @@ def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), ske
     from stepbudget.views.moe import alltoall_table, moe_dict, ratio_table, verdict
 
     m = load_matrix(matrix) if isinstance(matrix, str) else matrix
-    report = moe_report(scenario_of(scenario, sets), parse_skew(skew), servers, gpus_per_server, m, seed)
+    report = moe_report(scenario_of(scenario, sets), parse_skew(skew), servers, gpus_per_server, m, seed, progress)
     return MoEResult(report, lambda: moe_dict(report),
                      lambda: [ratio_table(report), alltoall_table(report), "[bold]What it means[/bold]",
                               *(f"  {line}" for line in verdict(report))],

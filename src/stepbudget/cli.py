@@ -361,8 +361,9 @@ def moe(
     if servers is not None and gpus_per_server is not None and servers * gpus_per_server < 2:
         fail("--servers x --gpus-per-server: an all-to-all needs at least 2 GPUs; give more")
     try:
-        report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server,
-                         matrix=load_matrix(matrix) if matrix is not None else None, seed=seed)
+        with _progress(not as_json, "timing the plain all-to-all", "flows") as bar:
+            report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server,
+                             matrix=load_matrix(matrix) if matrix is not None else None, seed=seed, progress=bar)
     except (ScenarioError, ValueError) as e:
         fail(str(e).splitlines()[0])
     if plot is not None:

@@ -188,3 +188,18 @@ def test_flows_near_the_smallest_float_still_finish():
     # a size no subtraction rounds to zero left: the flow due at the event retires with it
     finish = fluid_finish_times(np.array([1e-320, 1e9]), [[0], [0]], np.array([1e9]))
     assert finish[0] >= 0 and finish[1] == pytest.approx(1.0)
+
+
+def test_progress_follows_the_plain_alltoalls_flows_to_the_end():
+    from stepbudget.a2a.timing import plain_alltoall_s
+
+    rng = np.random.default_rng(3)
+    S, G = 4, 4
+    D = rng.uniform(1e6, 1e8, (S * G, S * G))
+    np.fill_diagonal(D, 0)
+    seen = []
+    with_progress = plain_alltoall_s(D, S, G, 50e9, 400e9, progress=lambda done, total: seen.append((done, total)))
+    assert with_progress == plain_alltoall_s(D, S, G, 50e9, 400e9)  # watching does not change the answer
+    flows = S * G * (S * G - 1)
+    assert {total for _, total in seen} == {flows} and seen[-1] == (flows, flows)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)  # never goes back

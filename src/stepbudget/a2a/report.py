@@ -10,6 +10,7 @@ lower bound, all pairs at once, FAST-style schedule.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +141,11 @@ def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int
 
 
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
-               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0) -> MoEReport:
+               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0,
+               progress: Callable[[int, int], None] | None = None) -> MoEReport:
+    """One MoE layer of ``sc``: hiding ratios, the dispatch matrix over ``servers`` x ``gpus_per_server`` GPUs (from
+    the layout when None) under ``skew`` or the measured ``matrix``, and its all-to-all three ways;
+    ``progress(finished, flows)`` follows the plain all-to-all's flows, the part that grows with the group."""
     li = layer_inputs(sc)
     model, moe, cl = sc.model, _moe_of(sc), sc.cluster
     plan = derive(sc)
@@ -168,7 +173,7 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
                                       moe.node_limit or S, skew=zipf, bytes_per_elem=w, rng=seed,
                                       expert_to_gpu=placement)
             nl_nic = nl.inter_server_bytes
-    times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s)
+    times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s, progress=progress)
     return MoEReport(scenario=sc, ratio=ratio, chapter=chapter, layer=layer, servers=S, gpus_per_server=G,
                      tokens_per_gpu=tokens, skew=skew, matrix=D, stats=skew_stats(D), times=times,
                      forwarded_nic_bytes=nl_nic,

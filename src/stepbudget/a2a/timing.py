@@ -14,6 +14,7 @@ receiver that many senders target (incast) is shared among them while their othe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,13 +88,15 @@ def maxmin_rates(flow_links, capacities) -> np.ndarray:
     return _maxmin(table, _check_links(table, capacities))
 
 
-def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0.0) -> np.ndarray:
+def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0.0,
+                       progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Finish time of each flow (s), shape ``(F,)``, all starting at t = 0.
 
     Flows move as a fluid at their max-min fair rates (:func:`maxmin_rates`), re-computed each
     time a flow finishes. Zero-byte flows finish at 0.
     ``group_rtol > 0`` ends together the flows due within that fraction of the elapsed time
     (one re-rating instead of many; each batch moves the answer by at most that fraction).
+    ``progress(finished, flows)`` is called after each re-rating.
     """
     size = np.asarray(flow_bytes, dtype=np.float64)
     table = _links_table(flow_links)
@@ -120,6 +123,8 @@ def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0
             done |= due <= dt + group_rtol * now
         finish[alive[done]] = start + due[done]  # each at its own due time at the current rates
         alive = alive[~done]
+        if progress is not None:
+            progress(size.size - alive.size, size.size)
     return finish
 
 
@@ -193,11 +198,13 @@ PLAIN_GROUP_RTOL = 1e-3
 """Flows of a plain all-to-all due within 0.1 % of the elapsed time end together (fluid_finish_times)."""
 
 
-def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0) -> float:
+def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
+                     progress: Callable[[int, int], None] | None = None) -> float:
     """Completion time (s) of an all-to-all that starts every pair at once (NCCL-like).
 
     Every GPU pair is one fluid flow under max-min fair sharing of the NICs (B_out) and scale-up
     ports (B_up), re-shared as flows end (:func:`fluid_finish_times`); plus one ``alpha_s``.
+    ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up domain's.
     """
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     sizes, links = _alltoall_flows(D, S, G)
@@ -206,10 +213,18 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0) -> f
     n = S * G
     capacities = np.concatenate([np.full(2 * n, B_out), np.full(2 * n, B_up)])
     remote = links[:, 0] < n  # NIC flows and scale-up flows share no link: simulate them apart
-    finish = [fluid_finish_times(sizes[part], links[part], capacities, group_rtol=PLAIN_GROUP_RTOL).max(initial=0.0)
-              for part in (remote, ~remote)]
+    finish = [fluid_finish_times(sizes[part], links[part], capacities, group_rtol=PLAIN_GROUP_RTOL,
+                                 progress=_offset(progress, before, sizes.size)).max(initial=0.0)
+              for part, before in ((remote, 0), (~remote, int(remote.sum())))]
     # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
     return (alpha_s if remote.any() else 0.0) + float(max(finish))
+
+
+def _offset(progress: Callable[[int, int], None] | None, before: int, total: int):
+    """``progress`` for one part of ``total`` flows, ``before`` of them in parts already run."""
+    if progress is None:
+        return None
+    return lambda done, _: progress(before + done, total)
 
 
 # ---------------------------------------------------------------- FAST
@@ -374,8 +389,10 @@ def alltoall_times(
     *,
     matching: Matching | str = Matching.HEAVY,
     unit_bytes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> AllToAllTimes:
-    """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster."""
+    """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster.
+    ``progress(finished, flows)`` follows the plain all-to-all, the part that grows with the group."""
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     unit_bytes = _unit_bytes(D, S, G, alpha_s, B_out, unit_bytes)
     from . import _compiled  # numba loads only when a schedule is timed
@@ -385,7 +402,7 @@ def alltoall_times(
     schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
     schedule_seconds = time.perf_counter() - started
     fast = fast_alltoall_times(D, S, G, B_out, B_up, alpha_s, schedule=schedule)
-    plain = plain_alltoall_s(D, S, G, B_out, B_up, alpha_s)
+    plain = plain_alltoall_s(D, S, G, B_out, B_up, alpha_s, progress=progress)
     return AllToAllTimes(
         lower_bound_s=lower_bound_s(D, S, G, B_out, B_up),
         plain_s=plain,
