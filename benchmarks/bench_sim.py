@@ -16,7 +16,7 @@ import numpy as np
 
 from stepbudget.budget.collectives import ring_factor, ring_steps
 from stepbudget.enums import Collective
-from stepbudget.sim import simulate
+from stepbudget.sim import run_graph
 from stepbudget.sim.collectives import ring_all_reduce
 
 SIZE_BYTES = 1e9  # 1 GB per rank
@@ -32,7 +32,7 @@ def bench(num_ranks: int) -> None:
     walls = []
     for _ in range(REPEATS):
         began = time.perf_counter()
-        timeline = simulate(graph, capacity)
+        timeline = run_graph(graph, capacity)
         walls.append(time.perf_counter() - began)
     wall_s = min(walls)
     expected_s = ring_factor(Collective.ALL_REDUCE, num_ranks) * SIZE_BYTES / LINK_BPS  # ring, nccl-tests

@@ -126,3 +126,20 @@ def test_a_budget_renders_as_an_html_table():
 
 def test_json_ready_values():
     assert api.finite({"a": [np.float64(np.inf), np.int64(3)], "b": float("nan")}) == {"a": [None, 3], "b": None}
+
+
+def test_a_public_name_means_one_thing_across_the_packages():
+    # the same name for two different things (sim.simulate and stepbudget.simulate, a2a's and the
+    # simulator's maxmin_rates, a2a's and the pipeline's Schedule) sent a notebook user to the wrong one
+    import importlib
+
+    seen: dict[str, tuple[str, object]] = {}
+    for module in ("stepbudget", "stepbudget.sim", "stepbudget.a2a", "stepbudget.enums", "stepbudget.firstorder",
+                   "stepbudget.api"):
+        mod = importlib.import_module(module)
+        for name in getattr(mod, "__all__", [n for n in vars(mod) if not n.startswith("_")]):
+            obj = getattr(mod, name)
+            if inspect.ismodule(obj) or name in ("annotations",):
+                continue
+            where, first = seen.setdefault(name, (module, obj))
+            assert first is obj, f"{name} is one thing in {where} and another in {module}"

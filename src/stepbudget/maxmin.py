@@ -5,7 +5,7 @@ carries it at the same rate. Flows are given in CSR form (the layout scipy.spars
 uses): flow ``f`` crosses ``link_ids[indptr[f]:indptr[f + 1]]``.
 
 What ``maxmin_rates_csr(indptr, link_ids, capacity_Bps) -> rates_Bps`` returns (the rates
-``sim.engine.simulate`` gives its flows):
+``sim.engine.run_graph`` gives its flows):
 
 * ``rates_Bps[f] >= 0`` for every flow (``inf`` for a flow that crosses no link);
 * on every link, the sum of the rates of the flows that cross it is at most its

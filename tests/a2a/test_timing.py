@@ -14,7 +14,7 @@ from stepbudget.a2a.timing import (
     fast_alltoall_times,
     fluid_finish_times,
     lower_bound_s,
-    maxmin_rates,
+    maxmin_rates_padded,
     plain_alltoall_s,
 )
 
@@ -27,19 +27,19 @@ HIDDEN = 7168
 
 
 def test_two_equal_flows_on_one_link_get_half_each():
-    assert maxmin_rates([[0], [0]], [10.0]).tolist() == [5.0, 5.0]
+    assert maxmin_rates_padded([[0], [0]], [10.0]).tolist() == [5.0, 5.0]
 
 
 def test_bottleneck_elsewhere_leaves_the_rest():
     # link 1 (cap 4) is shared by flows 0 and 2; flow 1 then takes what link 0 has left
-    assert maxmin_rates([[0, 1], [0], [1, 2]], [10.0, 4.0, 100.0]).tolist() == [2.0, 8.0, 2.0]
+    assert maxmin_rates_padded([[0, 1], [0], [1, 2]], [10.0, 4.0, 100.0]).tolist() == [2.0, 8.0, 2.0]
 
 
 def test_incast_receiver_is_shared():
     # 4 senders into receiver link 4; each sender also has a private flow to its own link 5..8
     links = [[i, 4] for i in range(4)] + [[i, 5 + i] for i in range(4)]
     caps = [10.0] * 4 + [8.0] + [100.0] * 4
-    r = maxmin_rates(links, caps)
+    r = maxmin_rates_padded(links, caps)
     assert np.allclose(r[:4], 2.0)  # the busy receiver splits 8 four ways
     assert np.allclose(r[4:], 8.0)  # senders' spare capacity goes elsewhere
 
@@ -57,7 +57,7 @@ flow_sets = st.integers(1, 6).flatmap(
 def test_maxmin_is_feasible_and_fair(flows):
     links, caps = flows
     caps = np.array(caps)
-    r = maxmin_rates(links, caps)
+    r = maxmin_rates_padded(links, caps)
     load = np.zeros(caps.size)
     for f, ls in enumerate(links):
         load[ls] += r[f]
@@ -168,9 +168,9 @@ def test_unit_choice_trades_stages_for_rounding():
 @pytest.mark.parametrize(
     ("call", "name"),
     [
-        (lambda: maxmin_rates([[0]], [0.0]), "capacities"),
-        (lambda: maxmin_rates([[3]], [1.0]), "flow_links"),
-        (lambda: maxmin_rates([[0]], [np.inf]), "flow"),
+        (lambda: maxmin_rates_padded([[0]], [0.0]), "capacities"),
+        (lambda: maxmin_rates_padded([[3]], [1.0]), "flow_links"),
+        (lambda: maxmin_rates_padded([[0]], [np.inf]), "flow"),
         (lambda: fluid_finish_times([-1.0], [[0]], [1.0]), "flow_bytes"),
         (lambda: plain_alltoall_s(np.ones((4, 4)), 2, 2, -1.0, B_UP), "B_out"),
         (lambda: fast_alltoall_s(np.ones((4, 4)), 2, 2, B_OUT, 0.0), "B_up"),

@@ -15,7 +15,7 @@ from stepbudget.sim import (
     TaskKind,
     compute,
     join,
-    simulate,
+    run_graph,
     trace_events,
     transfer,
 )
@@ -26,7 +26,7 @@ B = 50 * GB  # a 400 Gb/s NIC in bytes/s
 
 
 def run(tasks, capacity, **options):
-    return simulate(TaskGraph.from_tasks(tasks), np.asarray(capacity, dtype=float), **options)
+    return run_graph(TaskGraph.from_tasks(tasks), np.asarray(capacity, dtype=float), **options)
 
 
 # --- the engine -------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def test_half_rate_link_multiplier_doubles_transfer_time():
 @pytest.mark.parametrize("n", [2, 3, 4, 8, 16, 64])
 def test_ring_all_reduce_takes_2_n_minus_1_over_n_S_over_B(n):
     S = 1 * GB
-    timeline = simulate(ring_all_reduce(n, S), np.full(n, B))
+    timeline = run_graph(ring_all_reduce(n, S), np.full(n, B))
     expected = 2 * (n - 1) / n * S / B  # ring all-reduce, nccl-tests PERFORMANCE.md
     assert timeline.makespan_s == pytest.approx(expected, rel=1e-9)
     assert np.all(timeline.kind == TaskKind.TRANSFER)
@@ -135,10 +135,10 @@ def test_ring_builder_matches_a_hand_written_ring():
             deps = [] if step == 0 else [(step - 1) * n + (rank - 1) % n, (step - 1) * n + rank]
             tasks.append(transfer(f"s{step} r{rank}", S / n, [rank], deps))
     by_hand = run(tasks, np.ones(n))
-    built = simulate(ring_all_reduce(n, S), np.ones(n))
+    built = run_graph(ring_all_reduce(n, S), np.ones(n))
     np.testing.assert_allclose(built.end_s, by_hand.end_s, rtol=1e-12)
     # a ring is only as fast as its slowest link: one link at half rate doubles the time
-    slow = simulate(ring_all_reduce(n, S), np.ones(n), link_rate_multiplier=np.r_[0.5, np.ones(n - 1)])
+    slow = run_graph(ring_all_reduce(n, S), np.ones(n), link_rate_multiplier=np.r_[0.5, np.ones(n - 1)])
     assert slow.makespan_s == pytest.approx(2 * built.makespan_s, rel=1e-9)
 
 
@@ -248,13 +248,13 @@ def test_bad_tasks_are_rejected_when_the_graph_is_built(tasks, message):
 def test_bad_capacities_and_multipliers_name_the_argument():
     graph = TaskGraph.from_tasks([transfer("a", 1.0, [0, 1])])
     with pytest.raises(ValueError, match="link_capacity_Bps"):
-        simulate(graph, np.ones(1))
+        run_graph(graph, np.ones(1))
     with pytest.raises(ValueError, match="link_rate_multiplier"):
-        simulate(graph, np.ones(2), link_rate_multiplier=np.ones(3))
+        run_graph(graph, np.ones(2), link_rate_multiplier=np.ones(3))
     with pytest.raises(ValueError, match="link_rate_multiplier"):
-        simulate(graph, np.ones(2), link_rate_multiplier=np.array([1.0, 0.0]))
+        run_graph(graph, np.ones(2), link_rate_multiplier=np.array([1.0, 0.0]))
     with pytest.raises(ValueError, match="duration_multiplier"):
-        simulate(graph, np.ones(2), duration_multiplier=np.array([-1.0]))
+        run_graph(graph, np.ones(2), duration_multiplier=np.array([-1.0]))
 
 
 def test_graph_arrays_are_read_only():

@@ -23,7 +23,7 @@ from .routing import (
 from .schedule import (
     Balanced,
     Matching,
-    Schedule,
+    FastSchedule,
     balance_intra_server,
     bvn_decompose,
     fast_schedule,
@@ -39,7 +39,7 @@ from .timing import (
     fast_alltoall_times,
     fluid_finish_times,
     lower_bound_s,
-    maxmin_rates,
+    maxmin_rates_padded,
     plain_alltoall_s,
 )
 
@@ -50,7 +50,7 @@ __all__ = [
     "Matching",
     "MoELayerTimes",
     "NodeLimitedTraffic",
-    "Schedule",
+    "FastSchedule",
     "SkewStats",
     "alltoall_times",
     "balance_intra_server",
@@ -68,7 +68,7 @@ __all__ = [
     "gpu_traffic_matrix",
     "hiding_ratio",
     "lower_bound_s",
-    "maxmin_rates",
+    "maxmin_rates_padded",
     "min_stages",
     "moe_layer_times",
     "node_limited_traffic",

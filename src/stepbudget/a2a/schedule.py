@@ -35,7 +35,7 @@ from .routing import check_traffic_matrix
 __all__ = [
     "Balanced",
     "Matching",
-    "Schedule",
+    "FastSchedule",
     "balance_intra_server",
     "bvn_decompose",
     "fast_schedule",
@@ -343,7 +343,7 @@ def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np
 
 
 @dataclass(frozen=True)
-class Schedule:
+class FastSchedule:
     """A FAST-style schedule of one all-to-all (formulas.md 7.3 steps 1-5)."""
 
     balanced: Balanced
@@ -375,7 +375,7 @@ def fast_schedule(
     *,
     matching: Matching | str = Matching.HEAVY,
     unit_bytes: int = 1,
-) -> Schedule:
+) -> FastSchedule:
     """Schedule one all-to-all of ``D`` (S*G, S*G) bytes on S servers of G GPUs (formulas.md 7.3).
 
     Balance each server's GPUs over scale-up, build the per-GPU server matrix, round it up to whole
@@ -394,4 +394,4 @@ def fast_schedule(
     stages = _decompose(R, lam, _matching(matching))
     perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), padded.shape[0])
     weights = np.array([w for _, w in stages], dtype=np.int64)
-    return Schedule(balanced=balanced, unit_bytes=unit, padded=padded, perms=perms, weights=weights)
+    return FastSchedule(balanced=balanced, unit_bytes=unit, padded=padded, perms=perms, weights=weights)

@@ -5,7 +5,7 @@ GPU has one NIC of ``B_out`` bytes/s each way (scale-out) and a scale-up port of
 each way (NVLink through a non-blocking switch). ``alpha_s`` is the fixed cost of one scale-out
 step. ``D`` is the (S*G, S*G) dispatch matrix in bytes (routing.py); the diagonal never moves.
 
-Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates`, max-min fairness by
+Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates_padded`, max-min fairness by
 progressive filling. :func:`fluid_finish_times` runs the flows as a fluid, re-sharing the links
 each time a flow ends. The plain all-to-all starts every pair at once under that rule, so a
 receiver that many senders target (incast) is shared among them while their other flows finish.
@@ -22,7 +22,7 @@ import numpy as np
 from stepbudget.maxmin import maxmin_rates_unchecked
 
 from .routing import check_traffic_matrix, server_matrix
-from .schedule import Matching, Schedule, balance_intra_server, fast_schedule
+from .schedule import Matching, FastSchedule, balance_intra_server, fast_schedule
 
 __all__ = [
     "AllToAllTimes",
@@ -33,7 +33,7 @@ __all__ = [
     "fast_alltoall_times",
     "fluid_finish_times",
     "lower_bound_s",
-    "maxmin_rates",
+    "maxmin_rates_padded",
     "plain_alltoall_s",
 ]
 
@@ -75,8 +75,9 @@ def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
     return maxmin_rates_unchecked(indptr, table[used], cap)
 
 
-def maxmin_rates(flow_links, capacities) -> np.ndarray:
-    """Max-min fair rates of flows sharing links, shape ``(F,)`` in bytes/s.
+def maxmin_rates_padded(flow_links, capacities) -> np.ndarray:
+    """Max-min fair rates of flows sharing links, shape ``(F,)`` in bytes/s: ``maxmin.maxmin_rates``'s rule on a
+    padded table (named apart from it, whose input is link-id tuples or CSR and whose capacities are finite).
 
     ``flow_links``: an (F, H) int table of link indices per flow padded with -1, or F sequences.
     ``capacities``: (L,) bytes/s per link (``inf`` = unconstrained). Progressive filling: raise all
@@ -92,7 +93,7 @@ def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0
                        progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Finish time of each flow (s), shape ``(F,)``, all starting at t = 0.
 
-    Flows move as a fluid at their max-min fair rates (:func:`maxmin_rates`), re-computed each
+    Flows move as a fluid at their max-min fair rates (:func:`maxmin_rates_padded`), re-computed each
     time a flow finishes. Zero-byte flows finish at 0.
     ``group_rtol > 0`` ends together the flows due within that fraction of the elapsed time
     (one re-rating instead of many; each batch moves the answer by at most that fraction).
@@ -266,7 +267,7 @@ class FastTimes:
     """(K,) scale-up forwarding on the receiving servers after each stage."""
     total_s: float
     """balance + max(inter_0, intrinsic) + sum_k max(dispatch_{k-1}, inter_k) + dispatch_{K-1}."""
-    schedule: Schedule
+    schedule: FastSchedule
     """The schedule these times belong to."""
 
 
@@ -277,7 +278,7 @@ def _unit_bytes(D: np.ndarray, S: int, G: int, alpha_s: float, B_out: float, uni
     return choose_unit_bytes(balance_intra_server(D, S, G).server_matrix, alpha_s, B_out)
 
 
-def _holdings(D: np.ndarray, sched: Schedule, S: int, G: int) -> np.ndarray:
+def _holdings(D: np.ndarray, sched: FastSchedule, S: int, G: int) -> np.ndarray:
     """(S, S, G, G) bytes GPU i of u holds for GPU j of v after balancing (fluid mix of moved bytes).
 
     A GPU above target hands over the same fraction of every destination; the handed-over bytes
@@ -295,7 +296,7 @@ def _holdings(D: np.ndarray, sched: Schedule, S: int, G: int) -> np.ndarray:
     return T * (1.0 - out_share[..., None]) + in_share[..., None] * pool[:, :, None, :]
 
 
-def _dispatch_s(D: np.ndarray, sched: Schedule, S: int, G: int, B_up: float) -> np.ndarray:
+def _dispatch_s(D: np.ndarray, sched: FastSchedule, S: int, G: int, B_up: float) -> np.ndarray:
     """(K,) scale-up forwarding time after each stage: busiest port of any receiving server."""
     H = _holdings(D, sched, S, G)
     held = H.sum(axis=3)  # (S, S, G) real bytes each GPU sends to its rail peer of server v
@@ -324,7 +325,7 @@ def fast_alltoall_times(
     *,
     matching: Matching | str = Matching.HEAVY,
     unit_bytes: int | None = None,
-    schedule: Schedule | None = None,
+    schedule: FastSchedule | None = None,
 ) -> FastTimes:
     """Time terms of the FAST schedule of ``D`` (formulas.md 7.3 step 6, pipeline3).
 

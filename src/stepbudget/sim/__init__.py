@@ -1,10 +1,10 @@
 """Discrete-event step simulator: task graphs on compute streams and max-min shared links.
 
-``simulate(graph, link_capacity_Bps) -> Timeline``; ``trace_events(timeline)`` for
+``run_graph(graph, link_capacity_Bps) -> Timeline``; ``trace_events(timeline)`` for
 Perfetto. Link sharing is ``maxmin_rates`` (progressive filling over arrays).
 """
 
-from stepbudget.sim.engine import Engine, Network, Priority, SimEvent, Streams, simulate
+from stepbudget.sim.engine import Engine, Network, Priority, SimEvent, Streams, run_graph
 from stepbudget.sim.graph import Task, TaskGraph, TaskKind, compute, join, transfer
 from stepbudget.maxmin import FlowLinks, flows_to_csr, maxmin_rates, maxmin_rates_csr
 from stepbudget.sim.timeline import Timeline, trace_events
@@ -25,7 +25,7 @@ __all__ = [
     "join",
     "maxmin_rates",
     "maxmin_rates_csr",
-    "simulate",
+    "run_graph",
     "trace_events",
     "transfer",
 ]

@@ -76,11 +76,11 @@ class RingSchedule:
 
 def ring_schedule(num_ranks: int, size_bytes: float, link_Bps: float) -> RingSchedule:
     """The ring all-reduce the simulator costs, simulated on links of ``link_Bps``, send by send."""
-    from stepbudget.sim.engine import simulate  # the engine runs the graph this module builds
+    from stepbudget.sim.engine import run_graph  # the engine runs the graph this module builds
 
     g = ring_all_reduce(num_ranks, size_bytes)
     n = int(num_ranks)
-    tl = simulate(g, np.full(n, float(link_Bps)))
+    tl = run_graph(g, np.full(n, float(link_Bps)))
     task = np.arange(g.num_tasks)
     step, rank = task // n, task % n
     rs = step < n - 1

@@ -6,7 +6,7 @@ Three layers, read top to bottom:
   simpy's ``core.py``; no I/O, no logging, no knowledge of tasks.
 * Resources on an engine: ``Streams`` (serial FIFO compute, one task at a time per
   stream) and ``Network`` (flows sharing links at max-min fair rates).
-* ``simulate(graph, link_capacity_Bps) -> Timeline``: releases each task when its
+* ``run_graph(graph, link_capacity_Bps) -> Timeline``: releases each task when its
   dependencies have finished, onto a stream, onto the network, or through at once.
 
 Network events are batched: any flow start or finish marks the rates stale and
@@ -34,7 +34,7 @@ from stepbudget.sim.graph import TaskGraph, TaskKind
 from stepbudget.maxmin import FlowLinks, gather_csr, maxmin_rates_unchecked
 from stepbudget.sim.timeline import Timeline
 
-__all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "simulate"]
+__all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "run_graph"]
 
 _TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
 
@@ -217,7 +217,7 @@ Called in batches, in time order; it must not modify the arrays."""
 
 
 class _GraphRun:
-    """The mutable state of one ``simulate`` call (private)."""
+    """The mutable state of one ``run_graph`` call (private)."""
 
     def __init__(self, graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray,
                  observer: Observer | None) -> None:
@@ -300,7 +300,7 @@ def _per_item(values: np.ndarray | None, size: int, name: str, what: str) -> np.
     return values
 
 
-def simulate(
+def run_graph(
     graph: TaskGraph,
     link_capacity_Bps: np.ndarray,
     *,

@@ -19,7 +19,7 @@ import numpy as np
 from stepbudget.budget.step import DIMS, Budget, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
-from stepbudget.sim.engine import simulate
+from stepbudget.sim.engine import run_graph
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import StepProgram, step_program
 from stepbudget.sim.timeline import Timeline
@@ -126,7 +126,7 @@ def _run(prog: StepProgram, link_rate: float, jitter: Jitter | None, rng: np.ran
         slow = np.where(rng.random(stages) < jitter.straggler_p, jitter.straggler_slowdown, 1.0)
         durations = durations * np.where(prog.stage >= 0, slow[np.maximum(prog.stage, 0)], 1.0)
         rates = rates / _lognormal(rng, jitter.link_cv, rates.size)
-    return simulate(g, prog.capacity_Bps, link_rate_multiplier=rates, duration_multiplier=durations)
+    return run_graph(g, prog.capacity_Bps, link_rate_multiplier=rates, duration_multiplier=durations)
 
 
 def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
