@@ -122,7 +122,7 @@ class Cluster(Frozen):
     step_overhead_s: Seconds = 0.0
     """Time every step pays beyond the budget's terms (host work and synchronisation at the step's
     edges), added to a kernel-scope step. 0 by default: no source breaks it down. Measured
-    Megatron-family pipelines pay about 0.3-0.9 s (README "Where the model misses": the fixed cost of
+    Megatron-family pipelines pay about 0.3-0.9 s (docs/validation.md, "Where the model misses": the fixed cost of
     step = a + b m fits of MLPerf's and MegaScale's runs, less the model's); set your stack's."""
 
     @field_validator("gpu", mode="before")

@@ -21,7 +21,7 @@ _NOTES = {
 
 
 def memory_dict(mem: Memory) -> dict:
-    """The `memory --json` object (keys documented in the README). 0-d only."""
+    """The `memory --json` object (keys documented in docs/commands/memory.md). 0-d only."""
     sc = mem.plan.scenario
     return {
         "scenario": sc.name,

@@ -14,7 +14,7 @@ from stepbudget.plan.derive import derive
 
 
 def scale_dict(curve: ScaleCurve) -> dict:
-    """The `scale --json` object (keys documented in the README)."""
+    """The `scale --json` object (keys documented in docs/commands/scale.md)."""
     return {
         "scenario": curve.scenario.name,
         "mode": curve.mode,

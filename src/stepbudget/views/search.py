@@ -64,7 +64,7 @@ def top_budgets(result: SearchResult) -> list[dict]:
 
 
 def search_dict(result: SearchResult) -> dict:
-    """The `search --json` object (keys documented in the README)."""
+    """The `search --json` object (keys documented in docs/commands/search.md)."""
     return {
         "scenario": result.scenario.name,
         "gpus": result.gpus,

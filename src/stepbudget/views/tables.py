@@ -52,7 +52,7 @@ def kernel_dict(kernel: Budget) -> dict:
 
 
 def budget_dict(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> dict:
-    """The `budget --json` object (keys documented in the README). 0-d budgets only.
+    """The `budget --json` object (keys documented in docs/commands/budget.md). 0-d budgets only.
 
     ``kernel``: the kernel view of a whole-step rate (``kernel_view``); ``carried_rate``: the kernel rate a
     changed whole-step-rate scenario was carried at (``carried``)."""
@@ -160,7 +160,7 @@ def kernel_note(kernel: Budget) -> str:
 
 UNMODELLED_STEP_COST_S = (0.3, 0.9)
 """What measured Megatron-family pipeline steps carry beyond the operator model's budget: the fixed cost
-per step of step = a + b m fits, less the model's (README "Where the model misses": MLPerf's NeMo runs
+per step of step = a + b m fits, less the model's (docs/validation.md, "Where the model misses": MLPerf's NeMo runs
 0.61 s against 0.28-0.35 s; MegaScale 1.2 s against 0.3 s). Not added to the step by default (no source
 breaks it down); a scenario adds its own with cluster.step_overhead_s."""
 
@@ -168,7 +168,7 @@ breaks it down); a scenario adds its own with cluster.step_overhead_s."""
 def step_cost_note(step_s: float) -> str:
     low, high = UNMODELLED_STEP_COST_S
     return (f"measured Megatron-family pipelines pay about {low:g}-{high:g} s a step more than this budget "
-            f"(README), {low / step_s:.0%}-{high / step_s:.0%} of this step")
+            f"(docs/validation.md), {low / step_s:.0%}-{high / step_s:.0%} of this step")
 
 
 def operators_table(budget: Budget) -> Table:
@@ -192,9 +192,9 @@ def operators_table(budget: Budget) -> Table:
     t.caption = ("shares are of the average stage's compute; the busiest stage and recompute set compute time, "
                  "so shares need not add to 100 %")
     if p.scenario.model.moe is not None:
-        # README "Out of sample on H100": every MoE source runs slower than this model (validate)
+        # docs/validation.md, "Out of sample on H100": every MoE source runs slower than this model (validate)
         t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; on the "
-                      "MoE runs validate checks, this model's steps come out 6-44 % short (README)")
+                      "MoE runs validate checks, this model's steps come out 6-44 % short (docs/validation.md)")
     t.caption_justify = "left"
     return t
 

@@ -14,7 +14,7 @@ from stepbudget.validation.compare import Row, Summary
 
 
 def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
-    """The `validate --json` object (keys documented in the README)."""
+    """The `validate --json` object (keys documented in docs/commands/validate.md)."""
     overall = summaries[-1]
     return {
         "runs": [_run_dict(r) for r in rows],

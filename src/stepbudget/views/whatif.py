@@ -13,7 +13,7 @@ from stepbudget.views.tables import budget_dict, degrees_label
 
 
 def whatif_dict(variants: list[Variant]) -> dict:
-    """The `whatif --json` object: one entry per variant, base first (keys documented in the README)."""
+    """The `whatif --json` object: one entry per variant, base first (keys documented in docs/commands/whatif.md)."""
     return {
         "scenario": variants[0].scenario.name,
         "variants": [
