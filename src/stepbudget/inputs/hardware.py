@@ -27,6 +27,7 @@ class Kernels(Frozen):
     """
 
     source: str = ""
+    """Where these numbers come from (datasheet, paper, measurement)."""
     gemm: float = Field(default=0.78, gt=0, le=1)
     """Share of the dense BF16 peak a large BF16 GEMM reaches."""
     gemm_fp8: float = Field(default=0.70, gt=0, le=1)
@@ -62,7 +63,9 @@ class GPU(Frozen):
     """One accelerator's datasheet figures (dense, no sparsity)."""
 
     name: str = "gpu"
+    """The GPU's name in outputs (gpus.yaml's key when named there)."""
     source: str = ""
+    """Where these numbers come from (datasheet, paper, measurement)."""
     peak_bf16_flops: Flops
     """Dense BF16 peak, FLOP/s (H100 SXM: 989 TFLOP/s)."""
     peak_fp8_flops: Flops | None = None
@@ -80,6 +83,7 @@ class Tier(Frozen):
     leaving the domain shares uplinks oversubscribed by ``oversubscription``."""
 
     name: str = "tier"
+    """The tier's name in outputs (e.g. "rail", "spine")."""
     domain_gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs under one domain of this tier (Llama 3: a 3,072-GPU pod)."""
     oversubscription: float = Field(default=1.0, ge=1.0)
@@ -90,7 +94,9 @@ class Cluster(Frozen):
     """GPUs and links. Bandwidths are per direction."""
 
     name: str = "cluster"
+    """The cluster's name in outputs."""
     source: str = ""
+    """Where these numbers come from (datasheet, paper, measurement)."""
     gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs in the job."""
     gpu: GPU

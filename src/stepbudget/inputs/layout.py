@@ -169,10 +169,16 @@ class OverlapSettings(Frozen):
     """
 
     tp: Overlap = "auto"
+    """Share of TP's exchanges hidden behind compute; auto: 0, on the critical path."""
     cp: Overlap = "auto"
+    """Share of CP's exchanges hidden; auto: 0 for the K,V all-gather (ring attention hides its passes)."""
     pp: Overlap = "auto"
+    """Share of PP's sends hidden; auto: all but the pipeline's fill and drain."""
     dp: Overlap = "auto"
+    """Share of DP's gradient and parameter exchanges hidden; auto: all but the first gather and the last
+    reduce of one bucket (MegaScale 3.2)."""
     ep: Overlap = "auto"
+    """Share of EP's all-to-all hidden; auto: 0, on the critical path (see ep_paired)."""
     ep_paired: bool = False
     """The EP overlap pairs one micro-batch's forward chunk with another's backward (DualPipe;
     Megatron-Core's ``--overlap-moe-expert-parallel-comm``), so the all-to-all of the warm-up

@@ -64,6 +64,7 @@ class Model(Frozen):
     """Transformer shapes. Symbols in formulas: L, h, a, a_kv, d_ff, V, s."""
 
     name: str = "model"
+    """The model's name in outputs."""
     source: str = ""
     """Where these shapes come from (paper, config file)."""
     num_layers: int = Field(gt=0, le=MAX_COUNT)

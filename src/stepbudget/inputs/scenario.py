@@ -30,7 +30,9 @@ class Scenario(Frozen):
     """One training job."""
 
     name: str = "scenario"
+    """The scenario's name in every output (a preset's file name)."""
     description: str = ""
+    """One line on what the job is (`stepbudget presets` prints it)."""
     source: str = ""
     """Where the numbers come from."""
     model: Model
