@@ -1,6 +1,6 @@
 """stepbudget: where the time of a distributed training step goes.
 
-One function per command, each with the command's options as keywords (``stepbudget.api``)::
+One function per command, each with the command's options as keywords (``stepbudget.api``):
 
     step_budget("llama3-405b", sets=["layout.pp=8", "layout.dp=256"])   # the step, term by term
     memory("llama3-405b")                                          # does it fit
@@ -12,7 +12,7 @@ One function per command, each with the command's options as keywords (``stepbud
 
 Each returns a result with ``to_dict()``, ``to_frame()`` and a table in Jupyter (``budget`` and ``wire`` are
 ``step_budget`` and ``nic`` here: the package's ``budget`` and ``wire`` modules hold those names). Underneath, the
-model itself over arrays::
+model itself over arrays:
 
     scenario = load("llama3-405b", ["layout.pp=8"])
     plan = derive(scenario)            # per-GPU work, bytes and groups
