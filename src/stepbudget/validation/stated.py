@@ -1,0 +1,243 @@
+"""A published run as the conversion rules read it: the stated-run record, the tables and the text readers.
+
+``StatedRun`` wraps one checked run of a runs file. The tables say what the sources leave unsaid: each
+source's FLOP convention, the frameworks built on Megatron-LM, the share of line rate NCCL reaches, the
+NVLink rate per GPU, and the words a runs file uses for recompute, ZeRO stages and positions. The readers
+turn a field's free text into the model's choice (``grad_reduce_precision``, ``positions_of``) and raise
+``Unpredictable`` where a run names what the tool does not know. Nothing here writes a scenario; the rules
+(``rules.py``) do.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from stepbudget.inputs.hardware import named_gpu
+from stepbudget.inputs.scenario import preset_names, raw_scenario
+from stepbudget.units import parse
+
+MFU_CONVENTION = {
+    "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
+    "Llama 3": "causal",  # Llama 3 Table 4 BF16 MFU; the causal count makes 128K's 380 TFLOP/s plausible (formulas.md 2.4)
+    "DeepSeek-V3": "noncausal",  # ISCA'25 Table 4 quotes 43.73 % non-causal (38.94 % causal)
+    "MegaScale-MoE": "causal",  # not stated in the source; Megatron's current counter is causal
+    "Korthikanti et al.": "noncausal",  # Eq. 7: 72 B L s h^2 (1 + s/6h + v/12hL), the full score matrix
+    "Nemotron-4 15B": "noncausal",  # 6N + 6hV + 12Lsh per token reproduces Table 2's MFU (examples/nvidia_reports_runs.yaml)
+    "Nemotron-4 340B": "noncausal",  # the 15B report's count reproduces its Table 2 MFU the same way
+    "MT-NLG": "noncausal",  # PaLM App. B: MT-NLG's 30.2 % MFU counts self-attention in full
+    "MosaicML llm-foundry": "noncausal",  # benchmarking README: attn_flops_per_seq = n_layers * 2 * 2 * d_model * seq_len^2
+    "torchtitan": "noncausal",  # train.py: 6 N + 12 L h s per token, the full score matrix
+    "GLM-130B": "noncausal",  # GLM-130B 2.3: PaLM's MFU, 6N + 12 L h s per token
+    # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
+    # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
+}
+"""FLOP convention of each source's MFU and TFLOP/s figures."""
+
+MEGATRON_FAMILY = ("megatron", "megascale", "nemo")
+"""Frameworks built on Megatron-LM: ranks are laid out TP innermost, then CP, EP/DP, and PP outermost."""
+
+NVLINK_BUSBW_SHARE = 370 / 450
+"""Share of NVLink's line rate NCCL collectives reach (nccl-tests issue 212, NCCL maintainer: H100 ~370 of 450 GB/s)."""
+NIC_BUSBW_SHARE = 47 / 50
+"""Share of a 400 Gb/s NIC's line rate NCCL reaches (NCCL maintainers: 46-48 GB/s busbw per NIC)."""
+
+RECOMPUTE_MODES = (
+    (r"^(none|no)\b", "none"),
+    (r"\b(per|selective)[\s_-]?op\b|\bop[\s_-]?sac\b|\bsac[\s_-]?op\b|selective_ac_option\W*op\b", "selective-op"),
+    (r"\bfull\b", "full"),
+    (r"selective|remateriali", "selective"),
+)
+"""A runs file's ``recompute`` text -> the model's mode: the first pattern that matches, else none."""
+
+DP_KINDS = (
+    (r"shard.?grad.?op", "zero2"),  # PyTorch FSDP's ZeRO-2: gradients and optimizer state sharded
+    (r"fsdp|full.?shard", "fsdp"),
+    (r"\b(none|ddp)\b", "ddp"),  # every DP rank keeps whole optimizer state: gradients all-reduced
+    (r"zero.?(stage.?)?3|^3\b", "zero3"),
+    (r"distributed.?optimizer|zero.?(stage.?)?1|^1\b", "zero1"),
+    (r"zero.?(stage.?)?2|^2\b", "zero2"),
+)
+"""A runs file's ``zero_stage`` (and ``dp_type``) text -> the model's dp_kind: the first pattern that matches."""
+
+NVLINK_PER_DIRECTION = {  # datasheet totals / 2
+    "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s",
+    "h200-sxm": "450GB/s", "b200": "900GB/s",
+}
+
+_GPU_NAMES = (("h100", "h100-sxm"), ("h800", "h800-sxm"), ("h200", "h200-sxm"), ("b200", "b200"),
+              ("a100", "a100-sxm-80gb"), ("ampere", "a100-sxm-80gb"))
+
+_SOURCES = ((r"mlperf training v(\d+(?:\.\d+)*)", r"MLPerf Training v\1"),  # a round's Llama runs are the round's
+            ("torchtitan", "torchtitan"), ("llm-foundry", "MosaicML llm-foundry"),
+            ("megatron-bridge", "Megatron-Bridge"), ("megascale-moe", "MegaScale-MoE"),
+            ("megascale_moe", "MegaScale-MoE"), ("megascale", "MegaScale"), ("llama", "Llama 3"),
+            ("deepseek", "DeepSeek-V3"), ("nemotron-4 15b", "Nemotron-4 15B"),
+            ("nemotron-4 340b", "Nemotron-4 340B"), ("mt-nlg", "MT-NLG"), ("tr11-176b", "BLOOM"),
+            ("glm-130b", "GLM-130B"), ("bloomberggpt", "BloombergGPT"))
+"""Patterns in a run's document (else its id) -> the source its summary row is grouped under (a match's
+groups fill the name); the first that matches wins."""
+
+POSITIONS = {"alibi": "alibi", "learned": "learned", "absolute": "learned", "rotary": "rotary", "rope": "rotary"}
+"""Words of a run's ``model.position_embedding`` -> the model's positions; the word the text names first wins
+("learned absolute (... does not set alibi)" is learned)."""
+
+
+def text_of(value) -> str:
+    """A field as lower-case text, "" when the run leaves it out."""
+    return "" if value is None else str(value).lower()
+
+
+def flag_of(value) -> bool:
+    """A yes/no field as a runs file may write it (true, "false", 0)."""
+    return value if isinstance(value, bool) else text_of(value) in ("true", "yes", "1")
+
+
+class Unpredictable(Exception):
+    """Raised by a rule when the run cannot become a scenario; the message is the row's reason."""
+
+
+@dataclass(frozen=True)
+class StatedRun:
+    """A run that passed ``check_run``, as the conversion rules read it."""
+
+    whole: dict
+    """The run's mapping as the runs file gives it."""
+    source: str
+    """The source its summary row is grouped under (``source_of``)."""
+    framework: str
+    """``layout.framework`` as written, "" when not stated."""
+
+    @property
+    def model(self) -> dict:
+        return self.whole["model"]
+
+    @property
+    def hardware(self) -> dict:
+        return self.whole["hardware"]
+
+    @property
+    def layout(self) -> dict:
+        return self.whole["layout"]
+
+    @property
+    def measured(self) -> dict:
+        return self.whole["measured"]
+
+    @property
+    def megatron(self) -> bool:
+        """Built on Megatron-LM (``MEGATRON_FAMILY``); Megatron-DeepSpeed keeps DeepSpeed's own layout."""
+        fw = self.framework.lower()
+        return any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
+
+    @property
+    def convention(self) -> str:
+        """The FLOP count the source's MFU and TFLOP/s figures use (``MFU_CONVENTION``)."""
+        return MFU_CONVENTION.get(self.source, "causal")
+
+
+def positions_of(value) -> str | None:
+    """The positions a run's ``model.position_embedding`` names first, None when it names none."""
+    found = re.search(r"(?<![a-z])(" + "|".join(POSITIONS) + r")(?![a-z])", text_of(value).replace("_", " "))
+    return POSITIONS[found.group(1)] if found else None
+
+
+def source_of(run: dict) -> str:
+    """The source a run's summary row groups it under: named by its document, else by its id."""
+    def known(text: str) -> str | None:
+        found = ((re.search(pattern, text.lower()), name) for pattern, name in _SOURCES)
+        return next((match.expand(name) for match, name in found if match), None)
+
+    doc = str((run.get("source") or {}).get("document", "")).strip()
+    if doc:
+        return known(doc) or doc.split(",")[0].strip()
+    return known(run["id"]) or "other"
+
+
+@functools.cache
+def _preset_models() -> dict[str, str]:
+    """Lower-case model name -> the first preset with that model (presets are read once)."""
+    out: dict[str, str] = {}
+    for preset in preset_names():
+        name = str(raw_scenario(preset).get("model", {}).get("name", "")).lower()
+        if name:
+            out.setdefault(name, preset)
+    return out
+
+
+def preset_for(model_name: str) -> str | None:
+    """The preset whose model a run's model name names (GPT-3 175B without one: MegaScale's), else None."""
+    name = model_name.lower().replace(" moe", "")
+    if name in ("gpt 175b", "gpt-3 175b"):
+        return _preset_models().get(name, "megascale-175b")
+    return _preset_models().get(name)
+
+
+def _gpu(text: str) -> str | None:
+    low = text.lower()
+    return next((key for word, key in _GPU_NAMES if word in low), None)
+
+
+def gpu_of(hw: dict) -> str:
+    """The shipped GPU ``hardware.gpu`` names (an A100 stated as 40 GB is the 40 GB part); Unpredictable if none."""
+    gpu = _gpu(str(hw.get("gpu", "")))
+    if gpu is None:
+        raise Unpredictable(f"hardware.gpu: {hw.get('gpu')!r} is not a GPU the tool knows")
+    if gpu == "a100-sxm-80gb" and (hw.get("hbm_gb") == 40 or re.search(r"40\s*gb", text_of(hw.get("gpu")))):
+        return "a100-sxm-40gb"
+    return gpu
+
+
+def stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
+    """The named GPU, or a copy with the HBM size and bandwidth the run states where they differ from its
+    datasheet by more than 5 % (a variant part, as Grand Teton's 96 GB HBM2e H100s; closer is rounding)."""
+    spec = named_gpu(gpu)
+    if spec is None:  # no datasheet to compare with (every name _gpu gives has one)
+        return gpu
+    changed = {}
+    for key, attr, unit, scale, kind in (("hbm_gb", "hbm_bytes", "GB", 1e9, "bytes"),
+                                         ("hbm_bw_tbps", "hbm_Bps", "TB/s", 1e12, "rate")):
+        stated, datasheet = hw.get(key), parse(spec[attr], kind)
+        if stated is not None and abs(stated * scale / datasheet - 1) > 0.05:  # a positive number (runs.py)
+            changed[attr] = f"{stated}{unit}"
+    if not changed:
+        return gpu
+    spec.update(changed, name=f"{spec['name']} ({', '.join(changed.values())} as the run states)")
+    notes.append(f"HBM as the run states: {', '.join(changed.values())}")
+    return spec
+
+
+_BEST_ATTENTION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*3(?![0-9])|\bfa-?3\b|cudnn"
+_ATTENTION_VERSION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*([12])(?![0-9])|\bfa-?([12])\b"
+
+
+def attention_kernel_of(text) -> tuple[str | None, bool]:
+    """A run's ``layout.attention_kernel`` as the model's choice (FlashAttention-1 or -2 by version, PyTorch
+    SDPA's flash backend as FlashAttention-2, None for the GPU's best: FlashAttention-3, cuDNN, unstated),
+    and whether the text said which kernel ran."""
+    t = text_of(text)
+    if re.search(_BEST_ATTENTION, t):
+        return None, True
+    version = re.search(_ATTENTION_VERSION, t)
+    if version:
+        return f"flash-attention-{version.group(1) or version.group(2)}", True
+    if "sdpa" in t and "flash" in t:
+        return "flash-attention-2", True  # PyTorch SDPA's flash backend is FlashAttention-2
+    return None, not re.search(r"flash|sdpa", t)
+
+
+_PRECISION_WORDS = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def grad_reduce_precision(value) -> str | None:
+    """The precision a run's ``layout.grad_reduce`` names: "fp32" or "bf16" (float32 and bfloat16 too; a flag
+    such as ``grad_reduce_in_fp32=False`` read as what it sets), None when it names neither or both."""
+    text = text_of(value)
+    flag = re.search(r"in_(fp32|bf16)\W{0,3}(true|false|yes|no|1|0)(?![a-z0-9])", text)
+    if flag:
+        said = flag.group(1)
+        return said if flag.group(2) in ("true", "yes", "1") else {"fp32": "bf16", "bf16": "fp32"}[said]
+    words = re.findall(r"(?<![a-z0-9])(fp32|float32|bf16|bfloat16)(?![a-z0-9])", text.replace("_", " "))
+    named = {_PRECISION_WORDS[w] for w in words}
+    return named.pop() if len(named) == 1 else None
