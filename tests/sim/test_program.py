@@ -9,9 +9,10 @@ import stepbudget as sb
 from stepbudget.enums import SCHEDULE_CODES, Axis, Schedule
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
-from stepbudget.sim.program import (MAX_TASKS, _budget_terms, _order, _Pass, _received, _shape, _Unsent, _Walk,
-                                    program_size, step_program)
+from stepbudget.sim.program import MAX_TASKS, program_size, step_program
+from stepbudget.sim.sections import _received, _Unsent, _Walk
 from stepbudget.sim.step import sim_budget, simulate_step
+from stepbudget.sim.terms import _budget_terms, _order, _Pass, _shape
 
 PRESETS = sb.preset_names()
 ON_PATH = (Axis.TP, Axis.CP, Axis.EP)
