@@ -20,7 +20,7 @@ from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
 from stepbudget.budget.rate import kernel_scenario
-from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, layout_space
+from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, layout_space
 from stepbudget.sweep.store import BOOLS, CODE_NAMES, ParquetSink
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
@@ -120,6 +120,48 @@ def scenario_for(base: Scenario, row: dict, gpus: int | None = None) -> Scenario
     return build(data)
 
 
+class _Tally:
+    """What a search keeps while its chunks go by: the counts, the fastest rows, the best row per knob value."""
+
+    def __init__(self, space: Space, top: int):
+        self.top = top
+        self.evaluated = self.feasible = self.bad_schedule = self.done = 0
+        self.dropped = {DROP_STATE: 0, DROP_ACTIVATIONS: 0}
+        self.tops: list[dict] = []
+        self.best_by: dict[str, dict[object, dict]] = {k: {} for k in KNOBS}
+        self.least_memory = np.inf  # bytes of the layout that needs the least HBM
+        self.knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
+                                         else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
+
+    def add(self, cols: dict, m: dict, capacity: float) -> np.ndarray:
+        """Count one chunk of evaluated layouts; returns which fit in ``capacity``."""
+        fits = m["memory_bytes"] <= capacity
+        state_over = m["model_state_bytes"] > capacity
+        self.evaluated += len(cols["tp"])
+        self.feasible += int(fits.sum())
+        self.dropped[DROP_STATE] += int(state_over.sum())
+        self.dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
+        self.least_memory = min(self.least_memory, float(m["memory_bytes"].min()))
+        step = np.where(fits, _rank(m), np.inf)
+        k = min(self.top, len(cols["tp"]))
+        for i in np.argpartition(step, k - 1)[:k]:
+            if fits[i]:
+                self.tops.append(layout_row(cols, m, i))
+        self._best_per_knob(cols, m, step)
+        return fits
+
+    def _best_per_knob(self, cols: dict, m: dict, step: np.ndarray) -> None:
+        for knob in KNOBS:
+            for value in self.knob_values[knob]:
+                masked = np.where(cols[knob] == value, step, np.inf)
+                i = int(np.argmin(masked))
+                if np.isfinite(masked[i]):
+                    row = layout_row(cols, m, i)
+                    name = row[knob]
+                    if name not in self.best_by[knob] or _rank(row) < _rank(self.best_by[knob][name]):
+                        self.best_by[knob][name] = row
+
+
 def search(
     scenario: Scenario,
     gpus: int | None = None,
@@ -139,52 +181,26 @@ def search(
         raise SearchError(space.empty_reason)
     base = base.model_copy(update={"cluster": base.cluster.model_copy(update={"gpus": space.gpus})})
     capacity = float(base.cluster.gpu.hbm_bytes)
-
-    evaluated = feasible_n = bad_schedule = done = 0
-    dropped = {DROP_STATE: 0, DROP_ACTIVATIONS: 0}
-    tops: list[dict] = []
-    best_by: dict[str, dict[object, dict]] = {k: {} for k in KNOBS}
-    least_memory = np.inf  # bytes of the layout that needs the least HBM
-    knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
-                                else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
+    tally = _Tally(space, top)
     # the sink publishes FILE only if the block ends without an exception (store.py)
     with ParquetSink(out) if out else nullcontext() as sink:
         for covered, cols, invalid in space.chunks(chunk):
-            done += covered
-            bad_schedule += invalid
-            n = len(cols["tp"])
-            if n:
+            tally.done += covered
+            tally.bad_schedule += invalid
+            if len(cols["tp"]):
                 m = _metrics(base, cols)
-                fits = m["memory_bytes"] <= capacity
-                state_over = m["model_state_bytes"] > capacity
-                evaluated += n
-                feasible_n += int(fits.sum())
-                dropped[DROP_STATE] += int(state_over.sum())
-                dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
-                least_memory = min(least_memory, float(m["memory_bytes"].min()))
-                step = np.where(fits, _rank(m), np.inf)
-                k = min(top, n)
-                for i in np.argpartition(step, k - 1)[:k]:
-                    if fits[i]:
-                        tops.append(layout_row(cols, m, i))
-                for knob in KNOBS:
-                    for value in knob_values[knob]:
-                        masked = np.where(cols[knob] == value, step, np.inf)
-                        i = int(np.argmin(masked))
-                        if np.isfinite(masked[i]):
-                            row = layout_row(cols, m, i)
-                            name = row[knob]
-                            if name not in best_by[knob] or _rank(row) < _rank(best_by[knob][name]):
-                                best_by[knob][name] = row
+                fits = tally.add(cols, m, capacity)
                 if sink is not None:
                     sink.write(cols | m | {"fits": fits})
             if progress is not None:
-                progress(done, space.size)
-        _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped, space)
-    tops.sort(key=_rank)
+                progress(tally.done, space.size)
+        _check_not_empty(tally.evaluated, tally.bad_schedule, tally.feasible, tally.least_memory, capacity,
+                         tally.dropped, space)
+    tally.tops.sort(key=_rank)
     return SearchResult(
-        scenario=base, gpus=space.gpus, candidates=space.size, evaluated=evaluated, schedule_invalid=bad_schedule,
-        feasible=feasible_n, dropped=dropped, seconds=time.perf_counter() - start, top=tops[:top],
-        best_by={k: dict(sorted(v.items(), key=lambda kv: _rank(kv[1]))) for k, v in best_by.items()},
+        scenario=base, gpus=space.gpus, candidates=space.size, evaluated=tally.evaluated,
+        schedule_invalid=tally.bad_schedule, feasible=tally.feasible, dropped=tally.dropped,
+        seconds=time.perf_counter() - start, top=tally.tops[:top],
+        best_by={k: dict(sorted(v.items(), key=lambda kv: _rank(kv[1]))) for k, v in tally.best_by.items()},
         calibrated_rate=rate, written=sink.rows if sink else 0,
     )
