@@ -1,9 +1,10 @@
 """A chapter figure, a plain plotly figure dict, written as a file: HTML through plotly (its script inlined,
 so the file opens offline and keeps its interactivity), PNG or SVG through matplotlib (no browser needed).
 
-The matplotlib side draws what the chapter's figures use of plotly: scatter (lines, markers, text), bars
-(horizontal or vertical, with a base), heat maps, rectangles and lines as shapes, text annotations, log
-axes, and several axes placed by their domains. An animation is drawn at its first frame.
+The matplotlib side draws what the chapter's and the commands' ``--plot`` figures use of plotly: scatter
+(lines, markers, text), bars (horizontal or vertical, with a base), heat maps with their colour scale and
+colour bar title, rectangles and lines as shapes, text annotations, log axes, several axes placed by their
+domains, margins in pixels and a legend placed by its anchors. An animation is drawn at its still.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def draw(figure: dict, path: Path) -> None:
     text = title.get("text", "") if isinstance(title, dict) else str(title or "")
     heading = wrap(text.replace("<br>", " "), int(width * 11.5)) if text else ""
     lower = 0.05 * heading.count("\n")  # a second line of title takes from the plot, not from what is above it
-    area = _Area(0.12, 0.25 if below else 0.1, 0.85, (0.63 if below else 0.76) - lower)
+    area = _area(layout, below, lower)
     axes: dict[tuple[str, str], object] = {}
     traces = figure.get("data", [])
     pairs = [(trace.get("xaxis", "x"), trace.get("yaxis", "y")) for trace in traces]
@@ -82,17 +83,10 @@ def draw(figure: dict, path: Path) -> None:
         _annotate(_where(fig, axes, area, note.get("xref", "x"), note.get("yref", "y")), at)
     if heading:
         fig.suptitle(heading, fontsize=11)
-    handles, labels = [], []
+    if shown:
+        _legend(fig, axes, layout.get("legend", {}), below)
     for ax in axes.values():
-        for h, label in zip(*ax.get_legend_handles_labels()):  # type: ignore[attr-defined]
-            if label not in labels and not label.startswith("_"):
-                handles.append(h)
-                labels.append(label)
-    if shown and handles:
-        if below:
-            fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 4), frameon=False)
-        else:
-            next(iter(axes.values())).legend(handles, labels, fontsize=8, loc="best")  # type: ignore[attr-defined]
+        _unsnap_thin_bars(ax)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a missing CJK glyph is drawn as a box, not an error
         fig.savefig(path, format=path.suffix.lstrip("."), dpi=100)
@@ -109,7 +103,8 @@ def _still(figure: dict) -> dict:
     data = [dict(trace) for trace in figure["data"]]
     for index, update in zip(frame.get("traces", range(len(frame["data"]))), frame["data"]):
         data[index].update({k: v for k, v in update.items() if k != "type"})
-    layout = dict(figure["layout"])
+    # the margin makes room for the play buttons and slider, which a still does not draw
+    layout = {k: v for k, v in figure["layout"].items() if k != "margin"}
     for key, value in frame.get("layout", {}).items():
         layout[key] = {**layout.get(key, {}), **value} if isinstance(value, dict) else value
     return {"data": data, "layout": layout}
@@ -141,6 +136,43 @@ class _Area:
     bottom: float
     width: float
     height: float
+
+
+def _area(layout: dict, below: bool, lower: float) -> _Area:
+    """The paper's place: plotly's ``layout.margin`` in pixels on each side it gives; otherwise fractions of the
+    figure that leave room for a title above and the tick labels, or a legend below (``below``), under it."""
+    width, height, margin = layout.get("width", 1000), layout.get("height", 520), layout.get("margin", {})
+    left = margin["l"] / width if "l" in margin else 0.12
+    right = 1 - margin["r"] / width if "r" in margin else 0.97
+    bottom = margin["b"] / height if "b" in margin else (0.25 if below else 0.1)
+    top = 1 - margin["t"] / height if "t" in margin else (0.88 if below else 0.86)
+    return _Area(left, bottom, right - left, top - bottom - lower)
+
+
+def _legend(fig, axes: dict, legend: dict, below: bool) -> None:
+    """One legend for all axes, each label once: under the plot (``below``) or inside the first axes."""
+    handles, labels = [], []
+    for ax in axes.values():
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels and not label.startswith("_"):
+                handles.append(h)
+                labels.append(label)
+    if not handles:
+        return
+    if below:
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 4), frameon=False)
+    else:
+        next(iter(axes.values())).legend(handles, labels, fontsize=8, loc=_legend_place(legend))
+
+
+def _legend_place(legend: dict) -> str:
+    """A legend inside the plot as matplotlib places it: by plotly's ``xanchor`` and ``yanchor`` when given
+    (``right`` and ``bottom`` -> "lower right"), else where it covers the least."""
+    if "xanchor" not in legend and "yanchor" not in legend:
+        return "best"
+    vertical = {"top": "upper", "middle": "center", "bottom": "lower"}.get(legend.get("yanchor", "top"), "upper")
+    horizontal = {"left": "left", "center": "center", "right": "right"}.get(legend.get("xanchor", "left"), "left")
+    return "center" if vertical == horizontal == "center" else f"{vertical} {horizontal}"
 
 
 def _where(fig, axes: dict, area: _Area, xref: str, yref: str):
@@ -212,41 +244,9 @@ def _trace(ax, t: dict, layout: dict, slot: tuple[int, int] = (0, 1)) -> None:
     kind = t.get("type", "scatter")
     name = t.get("name") if t.get("showlegend", True) else None
     if kind == "bar":
-        horizontal = t.get("orientation") == "h"
-        values, places = (t["x"], t["y"]) if horizontal else (t["y"], t["x"])
-        axis = layout.get(_axis_name(t.get("yaxis" if horizontal else "xaxis", "y" if horizontal else "x"),
-                                     "y" if horizontal else "x"), {})
-        at = _places(ax, list(places), axis)
-        colors = _colors(t.get("marker", {}).get("color"), len(values))
-        base = _colors(t.get("base", 0), len(values))
-        if layout.get("barmode") == "stack":  # each bar starts where the last trace's bar at its place ended
-            stack: dict = ax.__dict__.setdefault("_sb_stack", {})
-            base = [stack.get(p, 0.0) for p in at]
-            for p, v in zip(at, values):
-                stack[p] = stack.get(p, 0.0) + float(v)
-        size = t.get("width", 0.8)
-        if layout.get("barmode") == "group" and slot[1] > 1:
-            size /= slot[1]
-            at = [p + (slot[0] - (slot[1] - 1) / 2) * size for p in at]
-        draw = ax.barh if horizontal else ax.bar
-        edge = t.get("marker", {}).get("line", {}) if len(values) <= 60 else {}  # edges would wash out thin bars
-        bars = draw(at, values, size, base, color=colors, label=name, zorder=2, edgecolor=_color(edge.get("color")),
-                    linewidth=edge.get("width", 0))
-        for bar, text in zip(bars, t.get("text") or []):
-            if text:
-                cx, cy = bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2
-                ax.text(cx, cy, str(text), ha="center", va="center", fontsize=7)
-        categories = ax.__dict__.get("_sb_categories")
-        if categories:
-            (ax.set_yticks if horizontal else ax.set_xticks)(range(len(categories)),
-                                                             [wrap(c, 14) for c in categories])
+        _bars(ax, t, layout, slot, name)
     elif kind == "heatmap":
-        import numpy as np
-
-        z = np.asarray(t["z"], dtype=float)
-        # rows bottom-up, as plotly draws them: a reversed y axis then puts row 0 at the top, as it does there
-        image = ax.imshow(z, aspect="auto", cmap="viridis", vmin=t.get("zmin"), vmax=t.get("zmax"), origin="lower")
-        ax.figure.colorbar(image, ax=ax, fraction=0.04)
+        _heatmap(ax, t)
     else:
         mode = t.get("mode", "lines+markers")
         line, marker = t.get("line", {}), t.get("marker", {})
@@ -266,6 +266,76 @@ def _trace(ax, t: dict, layout: dict, slot: tuple[int, int] = (0, 1)) -> None:
         if "text" in mode:
             for x, y, text in zip(xs, ys, t.get("text") or []):
                 ax.annotate(str(text), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+
+
+def _bars(ax, t: dict, layout: dict, slot: tuple[int, int], name: str | None) -> None:
+    """A bar trace: horizontal or vertical, on numbers or categories, with a base, stacked or grouped by
+    ``layout.barmode`` (``slot``: this trace's place among the axes' bar traces, and their count)."""
+    horizontal = t.get("orientation") == "h"
+    values, places = (t["x"], t["y"]) if horizontal else (t["y"], t["x"])
+    axis = layout.get(_axis_name(t.get("yaxis" if horizontal else "xaxis", "y" if horizontal else "x"),
+                                 "y" if horizontal else "x"), {})
+    at = _places(ax, list(places), axis)
+    colors = _colors(t.get("marker", {}).get("color"), len(values))
+    base = _colors(t.get("base", 0), len(values))
+    if layout.get("barmode") == "stack":  # each bar starts where the last trace's bar at its place ended
+        stack: dict = ax.__dict__.setdefault("_sb_stack", {})
+        base = [stack.get(p, 0.0) for p in at]
+        for p, v in zip(at, values):
+            stack[p] = stack.get(p, 0.0) + float(v)
+    size = t.get("width", 0.8)
+    if layout.get("barmode") == "group" and slot[1] > 1:
+        size /= slot[1]
+        at = [p + (slot[0] - (slot[1] - 1) / 2) * size for p in at]
+    draw = ax.barh if horizontal else ax.bar
+    edge = t.get("marker", {}).get("line", {}) if len(values) <= 60 else {}  # edges would wash out thin bars
+    bars = draw(at, values, size, base, color=colors, label=name, zorder=2, edgecolor=_color(edge.get("color")),
+                linewidth=edge.get("width", 0))
+    for bar, text in zip(bars, t.get("text") or []):
+        if text:
+            cx, cy = bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2
+            ax.text(cx, cy, str(text), ha="center", va="center", fontsize=7)
+    categories = ax.__dict__.get("_sb_categories")
+    if categories:
+        margin = layout.get("margin", {})  # a row's label may be as wide as the left margin (7 px a letter)
+        columns = max(14, int(margin["l"] / 7)) if horizontal and "l" in margin else 14
+        (ax.set_yticks if horizontal else ax.set_xticks)(range(len(categories)),
+                                                         [wrap(c, columns) for c in categories])
+
+
+def _unsnap_thin_bars(ax) -> None:
+    """Draw a bar thinner than a pixel by its coverage. Matplotlib snaps a bar's edges to whole pixels, so such a
+    bar comes out a pixel wide or not at all by where it falls (a step's 1 ms sends among 7 s look bunched or
+    missing); wider bars keep their snapped edges, which leave no seam between neighbours."""
+    ax.get_xlim(), ax.get_ylim()  # settle the autoscaled limits, so that transData is final
+    for container in ax.containers:
+        for bar in container:
+            (x0, y0), (x1, y1) = ax.transData.transform([(bar.get_x(), bar.get_y()),
+                                                         (bar.get_x() + bar.get_width(), bar.get_y() + bar.get_height())])
+            if min(abs(x1 - x0), abs(y1 - y0)) < 1:
+                bar.set_snap(False)
+
+
+def _heatmap(ax, t: dict) -> None:
+    import numpy as np
+
+    z = np.asarray(t["z"], dtype=float)
+    # rows bottom-up, as plotly draws them: a reversed y axis then puts row 0 at the top, as it does there;
+    # over the grid (zorder 1.5), which plotly draws beneath its traces
+    image = ax.imshow(z, aspect="auto", cmap=_colormap(t.get("colorscale")), vmin=t.get("zmin"), vmax=t.get("zmax"),
+                      origin="lower", zorder=2)
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.04)
+    title = t.get("colorbar", {}).get("title", {})
+    bar.set_label(title.get("text", "") if isinstance(title, dict) else str(title or ""), fontsize=9)
+
+
+def _colormap(scale) -> str:
+    """A named plotly colour scale as the matplotlib colour map of that name ("Magma" -> "magma"); plotly's
+    default, or a scale given as a list of stops, is drawn in viridis."""
+    from matplotlib import colormaps
+
+    name = scale.lower() if isinstance(scale, str) else ""
+    return name if name in colormaps else "viridis"
 
 
 def _style(ax, xaxis: dict, yaxis: dict) -> None:
