@@ -1,21 +1,23 @@
-"""Figure files: HTML (plotly) or PNG/SVG (matplotlib), written whole or not at all.
+"""Figure files: the extensions ``--plot`` takes, the scaling curve, and the rule that a file is written whole
+or not at all.
 
-Static images come from matplotlib so that no browser is needed; HTML embeds plotly's
-script so the file opens offline. Files are written beside the target and renamed over it,
-so a failed plot never leaves half a file where a good one was. The scaling curve is the
-chapter's Figure 5.4 (views/chapter).
+Every figure is one plotly figure dict, written by the chapter's ``render.write``: HTML through plotly (its
+script embedded, so the file opens offline), PNG or SVG through its own drawing with matplotlib, so that no
+browser is needed. ``_atomic`` writes beside the target and renames over it, so a failed plot never leaves
+half a file where a good one was. The scaling curve is the chapter's Figure 5.4 (views/chapter).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.scaling import ScaleCurve
 
 FORMATS = (".html", ".png", ".svg")
+
 
 def _atomic(path: Path, write: Callable[[Path], object], option: str = "--plot") -> None:
     """Write ``path`` through a temporary file beside it, so a failure never leaves half a file;
@@ -28,16 +30,6 @@ def _atomic(path: Path, write: Callable[[Path], object], option: str = "--plot")
         raise ScenarioError(f"{option}: cannot write {str(path)!r} ({e.strerror or e}); choose a writable path") from None
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def write_figure(path: str | os.PathLike, plotly_figure: Callable[[], Any], draw: Callable[[Path], None]) -> None:
-    """Write ``path`` atomically: .html from ``plotly_figure()`` (its script embedded, so the file opens
-    offline), .png/.svg by ``draw(tmp)`` with matplotlib."""
-    path = Path(path)
-    if path.suffix == ".html":
-        _atomic(path, lambda tmp: plotly_figure().write_html(tmp, include_plotlyjs=True, full_html=True))
-    else:
-        _atomic(path, draw)
 
 
 def scale_figure(curve: ScaleCurve, path: str | os.PathLike) -> None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 from rich.table import Table
 
 from stepbudget.a2a.report import MoEReport
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
-from stepbudget.views.figures import write_figure
 
 
 def moe_dict(r: MoEReport) -> dict:
@@ -108,32 +106,27 @@ def alltoall_table(r: MoEReport) -> Table:
 
 
 def heatmap(r: MoEReport, path: str | os.PathLike) -> None:
-    """The traffic matrix as a heat map (chapter Figure 5.7), server boundaries drawn."""
-    def interactive():
-        import plotly.graph_objects as go
+    """Write the traffic matrix's heat map (``heatmap_plot``) to ``path``: .html, .png or .svg."""
+    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
 
-        fig = go.Figure(go.Heatmap(z=r.matrix / 1e6, colorbar={"title": "MB"}))
-        fig.update_layout(title="Dispatch bytes, source GPU (row) to destination GPU (column)",
-                          yaxis={"autorange": "reversed"}, template="plotly_white")
-        return fig
+    write(heatmap_plot(r), path, "--plot")
 
-    def draw(tmp: Path) -> None:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(7, 6))
-        im = ax.imshow(r.matrix / 1e6, cmap="magma")
-        for b in range(1, r.servers):
-            ax.axhline(b * r.gpus_per_server - 0.5, color="white", lw=0.6)
-            ax.axvline(b * r.gpus_per_server - 0.5, color="white", lw=0.6)
-        fig.colorbar(im, ax=ax, label="MB per layer call")
-        ax.set(xlabel="destination GPU", ylabel="source GPU",
-               title=f"{r.scenario.name}: dispatch, skew {r.skew.kind} "
-                     f"(pair max / median {r.stats.pair_max_over_median:.1f}x)")
-        fig.tight_layout()
-        fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
-        plt.close(fig)
-
-    write_figure(path, interactive, draw)
+def heatmap_plot(r: MoEReport) -> dict:
+    """The traffic matrix as a heat map (chapter Figure 5.7) in MB, source GPU down, destination GPU across,
+    white lines at the server boundaries, as a plotly figure dict."""
+    edges = [b * r.gpus_per_server - 0.5 for b in range(1, r.servers)]  # between the cells of two servers
+    line = {"color": "white", "width": 1}
+    shapes = [*({"type": "line", "xref": "x", "yref": "y domain", "x0": e, "x1": e, "y0": 0, "y1": 1, "line": line}
+                for e in edges),
+              *({"type": "line", "xref": "x domain", "yref": "y", "x0": 0, "x1": 1, "y0": e, "y1": e, "line": line}
+                for e in edges)]
+    title = (f"{r.scenario.name}: dispatch, skew {r.skew.kind} "
+             f"(pair max / median {r.stats.pair_max_over_median:.1f}x)")
+    data = [{"type": "heatmap", "z": (r.matrix / 1e6).tolist(), "colorscale": "Magma",
+             "colorbar": {"title": {"text": "MB per layer call"}}}]
+    layout = {"title": {"text": title}, "template": "plotly_white", "width": 760, "height": 680,
+              "margin": {"l": 70, "r": 90, "t": 60, "b": 60}, "shapes": shapes,
+              "xaxis": {"title": {"text": "destination GPU"}},
+              "yaxis": {"title": {"text": "source GPU"}, "autorange": "reversed"}}
+    return {"data": data, "layout": layout}

@@ -1,4 +1,4 @@
-"""Simulated steps -> JSON-ready dict, rich tables, a Perfetto trace and a timeline figure."""
+"""Simulated steps -> JSON-ready dict, rich tables, a Perfetto trace and a timeline figure (a plotly dict)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.step import MonteCarlo, StepResult
 from stepbudget.sim.timeline import trace_events
 from stepbudget.units import fmt_time
-from stepbudget.views.figures import _atomic, write_figure
+from stepbudget.views.figures import _atomic
 
 
 def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | None = None) -> dict:
@@ -101,62 +101,56 @@ def write_trace(r: StepResult, path: str | os.PathLike) -> None:
 
 
 def step_figure(r: StepResult, path: str | os.PathLike) -> None:
-    """The simulated step as a timeline: compute per stage, then transfers per link (PNG, SVG or HTML)."""
-    rows = _rows(r)
-    write_figure(path, lambda: _plotly(rows, r), lambda tmp: _matplotlib(rows, r, tmp))
+    """Write the simulated step's timeline (``step_plot``) to ``path``: .html, .png or .svg."""
+    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
+
+    write(step_plot(r), path, "--plot")
 
 
 _COLORS = {"fwd": "#4C72B0", "bwd": "#55A868", "optimizer": "#8172B2", "bubble": "#CCCCCC", "tp": "#C44E52",
            "cp": "#DD8452", "pp": "#937860", "dp": "#DA8BC3", "ep": "#8C8C8C"}
+"""Colour of a compute task by its role, of a transfer by its parallel dimension."""
 
 
-def _rows(r: StepResult) -> list[tuple[str, list[tuple[float, float, str]]]]:
+def step_plot(r: StepResult) -> dict:
+    """The simulated step as a timeline, a plotly figure dict: a row per stage's compute stream, then one per
+    link, and a horizontal bar from each task's start to its end; one trace per role or dimension (its colour
+    and legend entry), in ``_COLORS``' order."""
+    rows, bars = _bars(r)
+    data = [{"type": "bar", "orientation": "h", "name": kind, "marker": {"color": color},
+             "y": [row for row, _, _ in drawn], "base": [start for _, start, _ in drawn],
+             "x": [seconds for _, _, seconds in drawn]}
+            for (kind, color), drawn in sorted(bars.items(), key=lambda kv: _kind_order(kv[0][0]))]
+    title = (f"{r.program.budget.plan.scenario.name}: one simulated step, {r.step_s:.3f} s{_fixed_cost(r)} "
+             f"(budget {r.analytical_step_s:.3f} s), {len(r.deadline_misses)} deadline misses")
+    layout = {"title": {"text": title}, "template": "plotly_white", "barmode": "overlay",
+              "width": 1200, "height": 28 * len(rows) + 150,  # a row's bars and its label, whatever the stages
+              "margin": {"l": 160, "r": 30, "t": 60, "b": 70},
+              "xaxis": {"title": {"text": "seconds"}},
+              "yaxis": {"categoryorder": "array", "categoryarray": rows, "autorange": "reversed"},
+              "legend": {"x": 1, "y": 0, "xanchor": "right", "yanchor": "bottom"}}
+    return {"data": data, "layout": layout}
+
+
+def _kind_order(kind: str) -> int:
+    return list(_COLORS).index(kind) if kind in _COLORS else len(_COLORS)
+
+
+def _bars(r: StepResult) -> tuple[list[str], dict[tuple[str, str], list[tuple[str, float, float]]]]:
+    """The timeline's rows top to bottom (the stages' compute streams, then the links by stage), and each
+    (kind, colour)'s bars as (row, start s, seconds); joins, which take no time, are not drawn."""
     tl, prog, g = r.timeline, r.program, r.program.graph
-    rows: dict[str, list[tuple[float, float, str]]] = {}
+    bars: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+    rows: set[str] = set()
     for t in range(g.num_tasks):
         if g.kind[t] == TaskKind.COMPUTE:
-            key = prog.stream_names[int(g.stream[t])]
-            color = _COLORS.get(str(prog.role[t]), "#4C72B0")
+            row, kind, fallback = prog.stream_names[int(g.stream[t])], str(prog.role[t]), "#4C72B0"
         elif g.kind[t] == TaskKind.TRANSFER:
-            key = prog.link_names[int(g.link_ids[g.link_indptr[t]])]
-            color = _COLORS.get(str(prog.dim[t]), "#999999")
+            row, kind, fallback = prog.link_names[int(g.link_ids[g.link_indptr[t]])], str(prog.dim[t]), "#999999"
         else:
             continue
-        rows.setdefault(key, []).append((float(tl.start_s[t]), float(tl.end_s[t] - tl.start_s[t]), color))
+        rows.add(row)
+        bars.setdefault((kind, _COLORS.get(kind, fallback)), []).append(
+            (row, float(tl.start_s[t]), float(tl.end_s[t] - tl.start_s[t])))
     order = sorted(rows, key=lambda k: (not k.endswith("compute"), int(k.split()[1]) if k.split()[1].isdigit() else 0, k))
-    return [(k, rows[k]) for k in order]
-
-
-def _matplotlib(rows, r: StepResult, tmp: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    fig, ax = plt.subplots(figsize=(12, max(3, 0.28 * len(rows) + 1.5)))
-    for y, (_, bars) in enumerate(rows):
-        ax.broken_barh([(s, d) for s, d, _ in bars], (y - 0.4, 0.8), facecolors=[c for _, _, c in bars], linewidth=0)
-    ax.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds")
-    ax.set_title(f"{r.program.budget.plan.scenario.name}: one simulated step, {r.step_s:.3f} s{_fixed_cost(r)} "
-                 f"(budget {r.analytical_step_s:.3f} s), {len(r.deadline_misses)} deadline misses", fontsize=10)
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLORS.items() if k != "bubble"], fontsize=7,
-              ncol=5, loc="lower right")
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
-    plt.close(fig)
-
-
-def _plotly(rows, r: StepResult):
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    for name, bars in rows:
-        fig.add_trace(go.Bar(y=[name] * len(bars), x=[d for _, d, _ in bars], base=[s for s, _, _ in bars],
-                             orientation="h", marker_color=[c for _, _, c in bars], showlegend=False))
-    fig.update_layout(barmode="overlay", title=f"One simulated step: {r.step_s:.3f} s{_fixed_cost(r)}", template="plotly_white",
-                      yaxis={"autorange": "reversed"}, xaxis_title="seconds")
-    return fig
+    return order, bars

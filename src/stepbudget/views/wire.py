@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 from rich.table import Table
 
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
-from stepbudget.views.figures import write_figure
 from stepbudget.wire import Wire
 
 
@@ -59,34 +57,28 @@ def wire_table(w: Wire) -> Table:
 
 
 def wire_figure(w: Wire, path: str | os.PathLike) -> None:
-    """The NIC's rate over the steps, with what the counter's window reads."""
-    write_figure(path, lambda: _plotly(w), lambda tmp: _matplotlib(w, tmp))
+    """Write the NIC's rate over the steps (``wire_plot``) to ``path``: .html, .png or .svg."""
+    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
+
+    write(wire_plot(w), path, "--plot")
 
 
-def _matplotlib(w: Wire, tmp: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 4))
-    ax.step(w.t, w.rate * 8 / 1e9, where="post", label="NIC rate (line-rate bursts)")
-    ax.axhline(float(w.view.counter_Bps) * 8 / 1e9, color="C3", linestyle="--",
-               label=f"what a {float(w.view.window_s):g} s counter reads")
-    ax.axhline(float(w.view.line_rate_Bps) * 8 / 1e9, color="grey", linestyle=":", label="line rate")
-    ax.set(xlabel="seconds", ylabel="Gb/s", xlim=(0, w.t[-1]),
-           title=f"{w.budget.plan.scenario.name}: one NIC, duty cycle {float(w.view.duty_cycle):.1%}")
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(tmp, format=tmp.suffix.lstrip("."), dpi=120)
-    plt.close(fig)
-
-
-def _plotly(w: Wire):
-    import plotly.graph_objects as go
-
-    fig = go.Figure(go.Scatter(x=w.t, y=w.rate * 8 / 1e9, line_shape="hv", name="NIC rate"))
-    fig.add_hline(y=float(w.view.counter_Bps) * 8 / 1e9, line_dash="dash", annotation_text="counter")
-    fig.update_layout(title="One NIC on the wire", xaxis_title="seconds", yaxis_title="Gb/s", template="plotly_white")
-    return fig
+def wire_plot(w: Wire) -> dict:
+    """The NIC's rate over the steps in Gb/s, with what the counter's window reads and the line rate, as a
+    plotly figure dict."""
+    v, end = w.view, float(w.t[-1])
+    counter, line = float(v.counter_Bps) * 8 / 1e9, float(v.line_rate_Bps) * 8 / 1e9
+    data = [
+        {"type": "scatter", "mode": "lines", "name": "NIC rate (line-rate bursts)", "x": w.t.tolist(),
+         "y": (w.rate * 8 / 1e9).tolist(), "line": {"shape": "hv", "color": "#1f77b4"}},
+        {"type": "scatter", "mode": "lines", "name": f"what a {float(v.window_s):g} s counter reads", "x": [0.0, end],
+         "y": [counter, counter], "line": {"dash": "dash", "color": "#d62728"}},
+        {"type": "scatter", "mode": "lines", "name": "line rate", "x": [0.0, end], "y": [line, line],
+         "line": {"dash": "dot", "color": "grey"}},
+    ]
+    layout = {"title": {"text": f"{w.budget.plan.scenario.name}: one NIC, duty cycle {float(v.duty_cycle):.1%}"},
+              "template": "plotly_white", "width": 1100, "height": 420,
+              "margin": {"l": 70, "r": 30, "t": 60, "b": 60},
+              "xaxis": {"title": {"text": "seconds"}, "range": [0.0, end]}, "yaxis": {"title": {"text": "Gb/s"}},
+              "legend": {"x": 0.01, "y": 0.5, "xanchor": "left", "yanchor": "middle"}}
+    return {"data": data, "layout": layout}
