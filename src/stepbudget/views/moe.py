@@ -12,7 +12,7 @@ from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
 
 
 def moe_dict(r: MoEReport) -> dict:
-    """The `moe --json` object (keys documented in the README)."""
+    """The `moe --json` object (keys documented in docs/commands/moe.md)."""
     t = r.times
     return {
         "scenario": r.scenario.name,

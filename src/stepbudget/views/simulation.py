@@ -16,7 +16,7 @@ from stepbudget.views.figures import _atomic
 
 
 def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | None = None) -> dict:
-    """The `simulate --json` object (keys documented in the README)."""
+    """The `simulate --json` object (keys documented in docs/commands/simulate.md)."""
     out = {
         "scenario": r.program.budget.plan.scenario.name,
         "step_s": r.step_s,

@@ -12,7 +12,7 @@ from stepbudget.wire import Wire
 
 
 def wire_dict(w: Wire) -> dict:
-    """The `wire --json` object (keys documented in the README)."""
+    """The `wire --json` object (keys documented in docs/commands/wire.md)."""
     v = w.view
     f = lambda x: None if x is None else float(np.asarray(x))  # noqa: E731
     return {
