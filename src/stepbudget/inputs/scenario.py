@@ -15,15 +15,12 @@ from pydantic import ValidationError, model_validator
 
 from stepbudget.enums import AttentionKernel, DataParallel, EPKind, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
+from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
 from stepbudget.inputs.model import Model
 
 DEFAULT_SCENARIO = "llama3-405b"
-
-
-class ScenarioError(ValueError):
-    """Bad input: the message is one line naming the field and the fix."""
 
 
 class Scenario(Frozen):
