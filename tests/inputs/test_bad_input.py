@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 import stepbudget as sb
 from stepbudget.cli import app
+from stepbudget.inputs.documents import MAX_DEPTH
 
 runner = CliRunner()
 
@@ -147,7 +148,7 @@ def test_wire_refuses_series_it_cannot_hold():
 
 
 def test_deep_files_and_long_base_chains_are_one_line(tmp_path):
-    assert "nested too deeply" in fails_on(tmp_path, "model: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert f"nested more than {MAX_DEPTH} levels deep" in fails_on(tmp_path, "model: " + "[" * 5000 + "]" * 5000 + "\n")
     for i in range(40):
         (tmp_path / f"b{i}.yaml").write_text(f"base: b{i + 1}.yaml\n")
     (tmp_path / "b40.yaml").write_text("base: llama3-405b\n")

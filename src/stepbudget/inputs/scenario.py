@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import tomllib
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast
@@ -15,7 +15,9 @@ from pydantic import ValidationError, model_validator
 
 from stepbudget.enums import AttentionKernel, DataParallel, EPKind, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
+from stepbudget.inputs.documents import LimitError, plain, read_document, read_yaml
 from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.files import read_text
 from stepbudget.inputs.hardware import Cluster, named_gpu
 from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
 from stepbudget.inputs.model import Model
@@ -193,40 +195,6 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml"))
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, except that a key given twice in one mapping is an error, not a silent overwrite."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:  # the keys as written, before merges ("<<") are expanded
-            if isinstance(key_node, yaml.ScalarNode):
-                if (key_node.tag, key_node.value) in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key_node.value!r} given twice; keep one", key_node.start_mark)
-                seen.add((key_node.tag, key_node.value))
-        return super().construct_mapping(node, deep)
-
-
-def read_yaml(text: str):
-    """``yaml.safe_load`` with repeated keys refused (UniqueKeyLoader) and a nesting too deep for the
-    parser's recursion reported as a YAMLError, like any other unreadable file."""
-    try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except RecursionError:
-        raise yaml.YAMLError("nested too deeply to read") from None
-
-
-def _read_text(text: str, suffix: str, where: str) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(text) if suffix == ".toml" else read_yaml(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError) as e:  # TOML's parser recurses too
-        first = "nested too deeply to read" if isinstance(e, RecursionError) else str(e).strip().splitlines()[0]
-        raise ScenarioError(f"{where}: not valid {'TOML' if suffix == '.toml' else 'YAML'} ({first}); fix the syntax") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
-    return data
-
-
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -234,6 +202,17 @@ def _deep_merge(base: dict, over: dict) -> dict:
             out[k] = figures  # a file that changes some figures of its base's named GPU
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def _exists(path: str) -> bool:
+    """Whether anything may be at ``path``: what it is, and why it cannot be read, files.read_text says."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except (ValueError, OSError):  # a NUL byte, a name too long, a folder that cannot be searched
+        pass
+    return True
 
 
 MAX_BASE_DEPTH = 32
@@ -249,13 +228,9 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
                             "merge some of them")
     path = Path(ref)
     if path.suffix in (".yaml", ".yml", ".toml"):
-        if not path.is_file():
+        if not _exists(ref):
             raise ScenarioError(f"scenario: file {ref!r} not found; give a preset name ({', '.join(preset_names())}) or a path")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ScenarioError(f"scenario: cannot read {ref!r} ({e.__class__.__name__}); check the file") from None
-        data = _read_text(text, path.suffix, ref)
+        data = read_document(read_text(ref, "scenario"), path.suffix, ref)
     else:
         preset = _PRESETS / f"{ref}.yaml"
         if not preset.is_file():
@@ -266,7 +241,7 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if base is not None:
         base = str(base)
         beside = path.parent / base  # a base file is found beside the file that names it, as an include is
-        if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and beside.is_file():
+        if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and _exists(str(beside)):
             base = str(beside)
         data = _deep_merge(raw_scenario(base, _seen + (ref,)), data)
     return data
@@ -275,25 +250,29 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
 @functools.cache
 def _preset_data(ref: str) -> dict[str, Any]:
     """A preset's mapping as read, once: presets are package data (callers get a copy to change)."""
-    return _read_text((_PRESETS / f"{ref}.yaml").read_text(encoding="utf-8"), ".yaml", ref)
+    return read_document((_PRESETS / f"{ref}.yaml").read_text(encoding="utf-8"), ".yaml", ref)
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key.path=value`` overrides; values are read as YAML scalars or lists."""
+    """Apply ``key.path=value`` overrides; values are read as YAML scalars or lists (within read_yaml's bounds)."""
     out = copy.deepcopy(data)
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ScenarioError(f"override {item!r}: write section.field=value, e.g. layout.pp=8")
+            raise ScenarioError(f"override {item[:60]!r}: write section.field=value, e.g. layout.pp=8")
+        if "" in (parts := [p.strip() for p in key.split(".")]):
+            raise ScenarioError(f"override {key[:60]!r}: a name between the dots is empty; write section.field=value, "
+                                "e.g. layout.pp=8")
         try:
-            value = yaml.safe_load(text)
+            value = read_yaml(text)
+        except LimitError as e:
+            raise ScenarioError(f"override {key[:60]}: {e}; give a plain value") from None
         except yaml.YAMLError:
             value = text
         if value is None and text.strip() not in ("null", "~"):
             value = text  # YAML reads tags like "!" as null: keep the text so validation names it
         node = out
-        parts = key.split(".")
         for part in parts[:-1]:
             child = node.get(part)
             if part == "gpu" and (figures := named_gpu(child)) is not None:
@@ -337,6 +316,7 @@ def _one_line(e: ValidationError) -> str:
 
 def build(data: dict[str, Any]) -> Scenario:
     """Validate a raw mapping into a Scenario, or raise ScenarioError with one line."""
+    plain(data)
     try:
         scenario = Scenario.model_validate(data)
         scenario.global_batch_seqs  # noqa: B018 - checks tokens divide into sequences

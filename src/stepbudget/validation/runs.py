@@ -15,7 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from stepbudget.inputs.scenario import ScenarioError, read_yaml
+from stepbudget.inputs.documents import plain, read_yaml
+from stepbudget.inputs.files import read_text
+from stepbudget.inputs.scenario import ScenarioError
 
 SHIPPED = "published_runs.yaml"
 
@@ -68,13 +70,17 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
     """The runs of ``path`` (default: the shipped file), each checked for the fields a prediction needs."""
     where = str(path) if path else SHIPPED
     try:
-        text = Path(path).read_text(encoding="utf-8") if path else shipped_runs_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunError(f"runs file: cannot read {where!r} ({e.__class__.__name__}); give a readable YAML file") from None
+        text = read_text(path, "runs file") if path else shipped_runs_text()
+    except ScenarioError as e:
+        raise RunError(str(e)) from None
     try:
         data = read_yaml(text)
     except yaml.YAMLError as e:
         raise RunError(f"runs file: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
+    try:
+        plain(data, "runs")
+    except ScenarioError as e:
+        raise RunError(f"runs file: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise RunError(f"runs file: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
     runs = data["runs"]
