@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from stepbudget import api
+from stepbudget.inputs.files import check_writable
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
 from stepbudget.units import UnitError
 
@@ -480,20 +480,17 @@ WRITERS = {".html": ("plotly", "plot"), ".png": ("matplotlib", "plot"), ".svg": 
 
 
 def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
-    """One-line error unless ``path`` (if given) has one of ``suffixes``, its folder exists and what writes it is
-    installed: all before any work."""
+    """One-line error unless ``path`` (if given) has one of ``suffixes``, can be written (files.check_writable)
+    and what writes it is installed: all before any work."""
     if path is None:
         return
     if Path(path).suffix not in suffixes:
-        fail(f"{option}: {path!r} needs one of the extensions {', '.join(suffixes)}; rename it")
+        fail(f"{option}: {path[:80]!r} needs one of the extensions {', '.join(suffixes)}; rename it")
     _check_installed(WRITERS.get(Path(path).suffix), f"{option}: writing {Path(path).suffix}")
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        fail(f"{option}: folder {str(folder)!r} does not exist; create it or choose another path")
-    if Path(path).is_dir():
-        fail(f"{option}: {path!r} is a folder; give a file name")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        fail(f"{option}: cannot write in {str(folder)!r}; choose a writable folder")
+    try:
+        check_writable(path, option)
+    except ScenarioError as e:
+        fail(str(e))
 
 
 def _check_installed(needed: tuple[str, str] | None, what: str) -> None:

@@ -8,6 +8,7 @@ replaced by half a result.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stepbudget.enums import CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES
+from stepbudget.inputs.files import partial_name
 from stepbudget.inputs.scenario import ScenarioError
 
 if TYPE_CHECKING:  # pyarrow is imported when a sink is made: only `search --out` needs it
@@ -37,7 +39,7 @@ class ParquetSink:
         import pyarrow.parquet  # noqa: F401 - fail here, before any work, if pyarrow is missing
 
         self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
+        self.tmp = partial_name(self.path)
         self._writer: pq.ParquetWriter | None = None  # opened by the first write, with its schema
         self.rows = 0
 
@@ -68,7 +70,7 @@ class ParquetSink:
         self.rows += table.num_rows
 
     def _cannot(self, e: OSError) -> ScenarioError:
-        self.tmp.unlink(missing_ok=True)
+        self._discard()
         return ScenarioError(f"out: cannot write {str(self.path)!r} ({e.strerror or e}); choose a writable path")
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -80,4 +82,9 @@ class ParquetSink:
         except OSError as e:
             raise self._cannot(e) from None
         finally:
+            self._discard()
+
+    def _discard(self) -> None:
+        """Remove the temporary file; a failure to remove it never hides the error that ended the write."""
+        with contextlib.suppress(OSError):
             self.tmp.unlink(missing_ok=True)

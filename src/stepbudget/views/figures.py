@@ -13,23 +13,15 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.files import atomic_write
 from stepbudget.sweep.scaling import ScaleCurve
 
 FORMATS = (".html", ".png", ".svg")
 
 
 def _atomic(path: Path, write: Callable[[Path], object], option: str = "--plot") -> None:
-    """Write ``path`` through a temporary file beside it, so a failure never leaves half a file;
-    a path that cannot be written is a one-line input error naming ``option``."""
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise ScenarioError(f"{option}: cannot write {str(path)!r} ({e.strerror or e}); choose a writable path") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``path`` through a temporary file beside it (inputs/files.atomic_write), naming ``option``."""
+    atomic_write(path, write, option)
 
 
 def scale_figure(curve: ScaleCurve, path: str | os.PathLike) -> None:
