@@ -20,7 +20,7 @@ LAYERS = (
     {"validation", "sweep"},
     {"views"},
     {"api"},
-    {"cli", "web"},
+    {"cli", "web", "__main__"},
 )
 """Each module's first name under stepbudget, by layer, lowest first."""
 APART = {("a2a", "sim"), ("sim", "a2a")}

@@ -20,13 +20,38 @@ model itself over arrays:
     mem = memory_per_gpu(plan)
 """
 
-from stepbudget.api import (BudgetResult, MemoryResult, MoEResult, RankedLayouts, Result, ScaleResult, SimulationResult,
-                            ValidationResult, WhatIfResult, WireResult, memory, moe, nic, scale, search, simulate,
-                            step_budget, validate, whatif)
-from stepbudget.budget.memory import Memory, memory_per_gpu
-from stepbudget.budget.step import Budget, estimate
-from stepbudget.inputs.scenario import Scenario, ScenarioError, load, preset_names
-from stepbudget.plan.derive import Plan, derive
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads any TYPE_CHECKING as true)
+if TYPE_CHECKING:  # what the names below are, for type checkers and the API reference; loaded on first use
+    from stepbudget.api import (BudgetResult, MemoryResult, MoEResult, RankedLayouts, Result, ScaleResult, SimulationResult,
+                                ValidationResult, WhatIfResult, WireResult, memory, moe, nic, scale, search, simulate,
+                                step_budget, validate, whatif)
+    from stepbudget.budget.memory import Memory, memory_per_gpu
+    from stepbudget.budget.step import Budget, estimate
+    from stepbudget.inputs.scenario import Scenario, ScenarioError, load, preset_names
+    from stepbudget.plan.derive import Plan, derive
+
+_WHERE = {name: module for module, names in {
+    "stepbudget.api": ("BudgetResult", "MemoryResult", "MoEResult", "RankedLayouts", "Result", "ScaleResult",
+                       "SimulationResult", "ValidationResult", "WhatIfResult", "WireResult", "memory", "moe", "nic",
+                       "scale", "search", "simulate", "step_budget", "validate", "whatif"),
+    "stepbudget.budget.memory": ("Memory", "memory_per_gpu"),
+    "stepbudget.budget.step": ("Budget", "estimate"),
+    "stepbudget.inputs.scenario": ("Scenario", "ScenarioError", "load", "preset_names"),
+    "stepbudget.plan.derive": ("Plan", "derive"),
+}.items() for name in names}
+"""The module each name of ``__all__`` comes from: ``import stepbudget`` loads none of them (the command line
+starts fast, and Ctrl-C while it starts exits quietly), the first use of a name loads its module."""
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name not in _WHERE:
+        raise AttributeError(f"module 'stepbudget' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value  # looked up once
+    return value
+
 
 __all__ = ["Budget", "BudgetResult", "Memory", "MemoryResult", "MoEResult", "Plan", "RankedLayouts", "Result",
            "ScaleResult", "Scenario", "ScenarioError", "SimulationResult", "ValidationResult", "WhatIfResult", "WireResult",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -523,13 +524,43 @@ class _UsageError(Protocol):
 
 
 def run() -> None:
-    """Entry point: turns any input error that escaped into one line and exit code 2."""
+    """Entry point: turns any input error that escaped into one line and exit code 2, Ctrl-C into exit 130, and
+    a reader that stopped reading (``| head``) into a quiet exit 1."""
     import signal
 
+    if sys.stdout is None:  # started with stdout closed (">&-"): nothing could be shown, and fd 1 is free
+        print("stepbudget: error: stdout: it is closed; run with stdout open (e.g. > out.txt)", file=sys.stderr)
+        sys.exit(2)
     # a terminated run unwinds like an interrupted one, so its temporary files are removed
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        code = app(standalone_mode=False)
+        code = _dispatch()
+        sys.stdout.flush()  # a full disk or a closed pipe is found here, not at exit
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:  # the reader stopped reading ("| head"): exit 1 quietly, as Click and rich do
+        _silence_stdout()
+        sys.exit(1)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        _silence_stdout()  # a write to stdout failed (no space, an I/O error): the file names no path
+        print(f"stepbudget: error: stdout: cannot write the output ({e.strerror or e}); free space or write "
+              "elsewhere", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's own flush at exit does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _dispatch() -> object:
+    """Run the command line; a usage or input error is one line and exit 2."""
+    try:
+        return app(standalone_mode=False)
     except (ScenarioError, UnitError) as e:
         print(f"stepbudget: error: {flagged(str(e))}", file=sys.stderr)
         sys.exit(2)
@@ -538,7 +569,7 @@ def run() -> None:
         # so the class is matched by name, not imported
         names = {c.__name__ for c in type(e).__mro__}
         if "Abort" in names:  # Ctrl-C outside a command's own handling
-            sys.exit(130)
+            raise KeyboardInterrupt from None
         if "UsageError" not in names:
             raise
         ctx = getattr(e, "ctx", None)
@@ -546,4 +577,3 @@ def run() -> None:
         message = cast(_UsageError, e).format_message()  # "UsageError" is in its class names
         print(f"stepbudget: error: {message} (see {where})", file=sys.stderr)
         sys.exit(2)
-    sys.exit(code if isinstance(code, int) else 0)
