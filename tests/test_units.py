@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stepbudget import units
 from stepbudget.units import UnitError, fmt_bytes, parse
 
 
@@ -53,3 +54,16 @@ def test_rounding_never_prints_a_thousand_of_a_unit():
     assert fmt_time(0.0009999) == "1 ms"
     assert fmt_bytes(999.96e9) == "1 TB"
     assert fmt_time(2e-12) == "0.002 ns"
+
+
+@given(st.integers(min_value=-(10**4000), max_value=10**4000))
+def test_digits_counts_like_str_without_its_limit(n):
+    assert units.digits(n) == len(str(abs(n)))
+
+
+def test_a_huge_or_long_value_is_one_short_line():
+    with pytest.raises(units.UnitError, match="^an integer of 5,001 digits is not a finite number$"):
+        units.parse(10**5000, "bytes")
+    with pytest.raises(units.UnitError) as e:
+        units.parse("x" * 5000, "bytes")
+    assert len(str(e.value)) < 120

@@ -79,21 +79,36 @@ def parse(value: object, kind: str) -> float:
     if isinstance(value, bool):
         raise UnitError(f"expected a number or a quantity like {_EXAMPLES[kind]}, got {value!r}")
     if isinstance(value, (int, float)):
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # an int past float's range (about 1.8e308)
+            raise UnitError(f"{_shown(value)} is not a finite number") from None
     elif isinstance(value, str):
         m = _QTY.match(value.replace(",", "").replace("_", ""))
         if not m:
-            raise UnitError(f"cannot read {value!r}; write a quantity like {_EXAMPLES[kind]}")
+            raise UnitError(f"cannot read {_shown(value)}; write a quantity like {_EXAMPLES[kind]}")
         number, unit = float(m.group(1)), m.group(2)
         scale = 1.0 if unit == "" else _unit_scale(unit, kind)
         if scale is None:
-            raise UnitError(f"unit {unit!r} in {value!r} is not a {kind} unit; write e.g. {_EXAMPLES[kind]}")
+            raise UnitError(f"unit {unit!r} in {_shown(value)} is not a {kind} unit; write e.g. {_EXAMPLES[kind]}")
         x = number * scale
     else:
-        raise UnitError(f"expected a number or a quantity like {_EXAMPLES[kind]}, got {value!r}")
+        raise UnitError(f"expected a number or a quantity like {_EXAMPLES[kind]}, got {_shown(value)}")
     if not math.isfinite(x):
-        raise UnitError(f"{value!r} is not a finite number")
+        raise UnitError(f"{_shown(value)} is not a finite number")
     return x
+
+
+def digits(n: int) -> int:
+    """How many decimal digits ``n`` has, without str(), which refuses past 4,300 digits."""
+    size = max(1, int(abs(n).bit_length() * 0.30102999566398120))  # log10(2) digits per bit, one low at most
+    return size + (abs(n) >= 10**size)
+
+
+def _shown(value: object) -> str:
+    """A value as a message quotes it: its repr, cut to 60 characters (a message stays one short line)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**50 else f"an integer of {digits(value):,} digits"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _fmt(x: float, unit: str, prefixes: str = "kMGTPE", digits: int = 3) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from stepbudget.inputs.errors import ScenarioError
+from stepbudget.units import digits
 
 MAX_DEPTH = 32
 """Deepest nesting read: a scenario nests four levels (cluster.gpu.kernels.flash2_fwd); 32 is far past any."""
@@ -141,7 +142,7 @@ def plain(data: object, field: str = "") -> None:
     if not isinstance(data, _PLAIN):
         raise ScenarioError(f"{where}: a {type(data).__name__} value; give text, a number, a list or a mapping")
     if isinstance(data, int) and not isinstance(data, bool) and abs(data) >= 10**MAX_INT_DIGITS:
-        raise ScenarioError(f"{where}: an integer of {len(str(abs(data))):,} digits; at most {MAX_INT_DIGITS}")
+        raise ScenarioError(f"{where}: an integer of {digits(data):,} digits; at most {MAX_INT_DIGITS}")
     if isinstance(data, str):
         try:
             data.encode("utf-8")
