@@ -38,3 +38,15 @@ def test_a_reader_that_stops_reading_gets_a_quiet_exit(args):
     done = subprocess.run(f"{' '.join(ENTRY)} {' '.join(args)} | head -c 10 >/dev/null; echo ${{PIPESTATUS[0]}}",
                           shell=True, executable="/bin/bash", capture_output=True, text=True)
     assert done.stderr == "" and done.stdout.strip() in ("0", "1")  # 0 when all of it fit in the pipe first
+
+
+@pytest.mark.parametrize("args, says", [
+    (["wire", "--window", "1e300s"], "--window: '1e300s' is not a counter window"),
+    (["wire", "--window", "5e-324s"], "--window: '5e-324s' is not a counter window"),
+    (["figure", "anim-5.2", "--out", "x.html", "--window", "5e-324s"], "--window: '5e-324s' is not a counter window"),
+    (["wire", "--converging", "100000"], "--converging: 100000 bursts cannot converge on one switch port; give 1 to 1,024"),
+    (["wire", "--switch-buffer", "1e30B"], "--switch-buffer: '1e30B' is not a switch buffer"),
+])
+def test_wire_options_past_any_switch_or_counter_are_refused(args, says, tmp_path):
+    done = subprocess.run([*ENTRY, *args], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and says in done.stderr

@@ -30,6 +30,11 @@ ScenarioArg = Annotated[str, typer.Argument(help="Preset name or path to a YAML/
 
 MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
 """Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
+MIN_WINDOW_S, MAX_WINDOW_S = 1e-3, 86_400.0
+"""A counter's poll interval: from 1 ms (finer than any NIC counter polls) to a day."""
+MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
+"""Bursts converging on one switch port (at most the radix of the largest switches, 512 ports, with room) and a
+switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
 
 
 FLAGS = {"sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
@@ -323,8 +328,14 @@ def wire(
         window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
     except UnitError as e:
         fail(f"--window / --switch-buffer: {e}")
-    if window_s <= 0 or steps < 1 or converging < 1:
-        fail("--window must be > 0 s, --steps >= 1 and --converging >= 1")
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        fail(f"--window: {window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
+    if not 1 <= converging <= MAX_CONVERGING:
+        fail(f"--converging: {converging} bursts cannot converge on one switch port; give 1 to {MAX_CONVERGING:,}")
+    if not 0 <= buffer_b <= MAX_SWITCH_BUFFER:
+        fail(f"--switch-buffer: {switch_buffer!r} is not a switch buffer; give 0 B to 1 TB, e.g. 64MB")
+    if steps < 1:
+        fail("--steps must be >= 1")
     _check_plot(plot)
     try:
         w = api.nic(scenario, sets=sets or [], steps=steps, window_s=window_s, converging=converging,
@@ -417,7 +428,7 @@ def figure(
             options["window_s"] = parse(window, "time")
         except UnitError as e:
             fail(f"--window: {e}")
-        if not 0 < options["window_s"] <= 86_400:
+        if not MIN_WINDOW_S <= options["window_s"] <= MAX_WINDOW_S:
             fail(f"--window: {window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
     try:
         drawn = build(ident, lang, scenario, sets or [], **options)
