@@ -23,10 +23,12 @@ from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import SCHEDULE_BY_CODE, Axis
+from stepbudget.inputs._types import MAX_COUNT
 from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.budget.rate import kernel_scenario
+from stepbudget.sweep.space import MAX_SEARCH_GPUS
 
 
 @dataclass(frozen=True)
@@ -67,21 +69,62 @@ class ScaleCurve:
     (compute and bubble at the measured rate, both inside it) against this curve's split at the kernel rate."""
 
 
+MAX_SIZES = 64
+"""Most sizes one curve takes: each is one budget (milliseconds), and 64 points are more than a plot can tell apart
+(every power of two from 1 to 2^40 is 41)."""
+MAX_RESEARCH_SIZES = 16
+"""Most sizes one curve searches again (``research``): each is a whole layout search, seconds each and up to half
+a minute at the largest (sweep/space.py MAX_CANDIDATES); 16 powers of two span 8 to 262,144 GPUs."""
+
+
+def _gpus(n: int) -> str:
+    """A GPU count for a message: with thousands separators, or its length when it is too long to read."""
+    return f"{n:,} GPUs" if abs(n) < 10**24 else f"a {len(str(abs(n)))}-digit number of GPUs"
+
+
 def parse_gpus(text: str) -> list[int]:
-    """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming ``sizes`` otherwise."""
+    """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming ``sizes`` otherwise (bounds as ``check_sizes``)."""
+    parts = [x for x in text.split(",") if x.strip()]
+    if len(parts) > MAX_SIZES:
+        raise ScenarioError(f"sizes: {len(parts):,} GPU counts, more than the {MAX_SIZES} one curve takes; "
+                            "give fewer sizes, e.g. powers of two")
     try:
-        sizes = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+        sizes = [int(x.replace("_", "")) for x in parts]
     except ValueError:
-        raise ScenarioError(f"sizes: {text!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ScenarioError(f"sizes: {shown!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
     if not sizes or any(n < 1 for n in sizes):
-        raise ScenarioError(f"sizes: {text!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ScenarioError(f"sizes: {shown!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
+    check_sizes(sizes)
     return sizes
+
+
+def check_sizes(sizes: list[int], research: bool = False) -> None:
+    """ScenarioError naming ``sizes`` unless each is a GPU count of at most ``MAX_COUNT`` (``MAX_SEARCH_GPUS``
+    when each size is searched again) and there are at most ``MAX_SIZES`` (``MAX_RESEARCH_SIZES``) of them."""
+    most, limit = (MAX_RESEARCH_SIZES, MAX_SEARCH_GPUS) if research else (MAX_SIZES, MAX_COUNT)
+    why = "a search's bound, sweep/space.py" if research else "cluster.gpus' bound"
+    if not sizes:
+        raise ScenarioError("sizes: no GPU count given; give one or more, e.g. 1024,2048,4096")
+    if len(sizes) > most:
+        raise ScenarioError(f"sizes: {len(sizes):,} GPU counts, more than the {most} one "
+                            f"{'re-searched ' if research else ''}curve takes; give fewer sizes")
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ScenarioError(f"sizes: {n!r} is not a GPU count; give positive integers, e.g. 1024,2048,4096")
+        if n > limit:
+            raise ScenarioError(f"sizes: {_gpus(int(n))} is past the largest size, {limit:,} ({why}); "
+                                f"give sizes up to {limit:,}")
 
 
 def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research: bool = False,
           progress: Callable[[int, int], None] | None = None) -> ScaleCurve:
     """The scaling curve of ``scenario`` over ``sizes`` GPU counts (strong unless ``weak``); with ``research``,
-    ``progress(done, total)`` is called after each size's search."""
+    ``progress(done, total)`` is called after each size's search. ScenarioError naming ``sizes`` before any
+    work when a size or their number is past its bound (``check_sizes``)."""
+    check_sizes(sizes, research)
+    sizes = [int(n) for n in sizes]
     base, rate = kernel_scenario(scenario)
     measured = estimate(derive(scenario)) if rate is not None else None
     lay = base.layout
@@ -100,9 +143,11 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
                 f"sizes: {n} GPUs do not hold whole model replicas of tp*cp*pp = {group}; use multiples of {group}"
             )
     dp = np.array([n // group for n in sizes])
-    seqs = dp * (seqs0 // dp0) if weak else np.full(len(sizes), seqs0)
     if weak and seqs0 % dp0:
         raise ScenarioError(f"weak: {seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
+    if weak:
+        _check_weak_batch(sizes, [int(d) for d in dp], seqs0 // dp0)
+    seqs = dp * (seqs0 // dp0) if weak else np.full(len(sizes), seqs0)
     short = [(n, d) for n, d, s in zip(sizes, dp, seqs) if s % (d * lay.micro_batch)]
     if short:
         n, d = short[0]
@@ -120,6 +165,14 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
         )
     points = [_evaluate(base, n, int(s), {"dp": np.asarray(d)}) for n, d, s in zip(sizes, dp, seqs)]
     return ScaleCurve(base, "weak" if weak else "strong", False, points, rate, measured)
+
+
+def _check_weak_batch(sizes: list[int], dps: list[int], per_replica: int) -> None:
+    """Weak scaling grows the batch with DP: ScenarioError naming ``sizes`` where it would pass the largest batch."""
+    for n, d in zip(sizes, dps):
+        if d * per_replica > MAX_COUNT:
+            raise ScenarioError(f"sizes: weak scaling to {n:,} GPUs needs {d * per_replica:,} sequences per step, past "
+                                f"the largest batch ({MAX_COUNT:,}, batch.global_batch_seqs' bound); give fewer GPUs")
 
 
 def _with_batch(sc: Scenario, seqs: int, gpus: int) -> Scenario:
@@ -160,6 +213,7 @@ def _best(base: Scenario, gpus: int, seqs0: int, dp0: int, weak: bool) -> ScaleP
     seqs = seqs0
     if weak:
         group = base.layout.tp * base.layout.cp * base.layout.pp
+        _check_weak_batch([gpus], [max(1, gpus // group)], seqs0 // dp0)
         seqs = max(1, gpus // group) * (seqs0 // dp0)
     sc = _with_batch(base, seqs, gpus)
     result = search(sc, gpus=gpus, top=1)

@@ -20,7 +20,8 @@ from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.plan.derive import derive
 from stepbudget.budget.rate import kernel_scenario
-from stepbudget.sweep.space import CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, layout_space
+from stepbudget.sweep.space import (CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, check_search_gpus,
+                                    layout_space)
 from stepbudget.sweep.store import BOOLS, CODE_NAMES, ParquetSink
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
@@ -28,6 +29,10 @@ KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "d
 
 METRICS = ("step_s", "compute_s", "bubble_s", "exposed_comm_s", *(f"exposed_{d.value}_s" for d in DIMS),
            "mfu", "memory_bytes", "model_state_bytes")
+
+MAX_CHUNK = 1 << 20
+"""Most layouts evaluated at once: a chunk's arrays take about 1.7 kB a layout (DeepSeek-V3 on 8,192 GPUs peaks at
+2 GB with 2^20 and 0.4 GB with the default 2^17, which is also faster), so a larger chunk only costs memory."""
 
 DROP_STATE = "model state alone exceeds HBM"
 DROP_ACTIVATIONS = "activations push it past HBM"
@@ -172,9 +177,15 @@ def search(
 ) -> SearchResult:
     """Every valid layout of ``scenario`` on ``gpus`` GPUs, ranked; ``out`` streams all of them to Parquet.
 
-    Raises ``SearchError`` when no layout is valid or none fits in HBM.
+    Raises ``SearchError`` when no layout is valid or none fits in HBM, and ScenarioError naming ``gpus`` before
+    any work when the count or the space is past its bound (space.py ``MAX_SEARCH_GPUS``, ``MAX_CANDIDATES``).
     """
     start = time.perf_counter()
+    check_search_gpus(gpus, scenario.cluster.gpus)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ScenarioError(f"top: {top!r} is not a number of layouts to keep; give a positive integer")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= MAX_CHUNK:
+        raise ScenarioError(f"chunk: {chunk!r} layouts per chunk; give 1 to {MAX_CHUNK:,}")
     base, rate = kernel_scenario(scenario)
     space = layout_space(base, gpus)
     if space.empty_reason:

@@ -14,12 +14,17 @@ and the non-PP ranks, the batch divides into whole micro-batches, and each sched
 conditions (budget/pipeline.py). Pruned by rule, not by cost: CP keeps at least
 ``MIN_TOKENS_PER_CP_RANK`` tokens of a sequence per rank, and micro-batches are powers of
 two up to ``MAX_MICRO_BATCH``.
+
+Sized before work: a GPU count past ``MAX_SEARCH_GPUS`` is refused before its divisors are
+listed, and a space past ``MAX_CANDIDATES`` as soon as its listing passes that size, before
+any layout is evaluated; only splits whose degrees multiply to a divisor of the GPU count
+are visited.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -28,12 +33,21 @@ from stepbudget.budget.pipeline import schedule_valid
 from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES, DataParallel, Recompute,
                               Schedule)
 from stepbudget.inputs.layout import shard_groups_split
-from stepbudget.inputs.scenario import Scenario
+from stepbudget.inputs.scenario import Scenario, ScenarioError
 
 MIN_TOKENS_PER_CP_RANK = 1024
 """CP below 1K tokens per rank leaves attention blocks too small to hide their exchange (Llama 3 runs 8K per rank at 128K)."""
 MAX_MICRO_BATCH = 32
 """Largest micro-batch tried (sequences); powers of two."""
+MAX_SEARCH_GPUS = 1 << 24
+"""Largest GPU count a search takes (16,777,216): 16 times the largest cluster built or announced (about 1 M GPUs).
+Its divisors are found in sqrt(16.8 M) = 4,096 steps; a count past int64 would take hours."""
+MAX_CANDIDATES = 1 << 22
+"""Most candidate layouts (structures x run choices, 4,194,304) one search evaluates: 200,000-350,000 a second on
+one busy core (DeepSeek-V3's 3.3 M on 8,192 GPUs take 9-20 s, its 3.6 M with a 245,760-sequence batch on 32,768 GPUs
+16 s), so the largest allowed search ends in about half a minute at worst. The largest shipped preset's space is
+DeepSeek-V3's, 3.3 M, at 8,192 GPUs; a GPU count whose many divisors are shared by the heads, the sequence, the
+layers and the batch (14,414,400 with 720,720 heads and layers) would list billions."""
 
 STRUCTURE_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "expert_tp", "schedule", "virtual_stages")
 CHOICE_COLUMNS = ("micro_batch", "dp_kind", "reshard_after_forward", "recompute", "sequence_parallel", "cp_kind")
@@ -109,61 +123,39 @@ class Space:
         return fits_batch & sched_ok, int(np.count_nonzero(fits_batch & ~sched_ok))
 
 
-def _pipelines(pp: int, slots: int) -> list[tuple[int, int]]:
-    """(schedule code, v) pairs a pipeline of ``pp`` stages can run over ``slots`` layer slots."""
+def _pipelines(pp: int, slot_divisors: np.ndarray) -> list[tuple[int, int]]:
+    """(schedule code, v) pairs a pipeline of ``pp`` stages can run over the layer slots whose divisors are
+    ``slot_divisors`` (ascending; the last is the slot count): v >= 2 chunks that divide the slots per stage."""
     if pp == 1:
         return [(SCHEDULE_CODES[Schedule.ONE_F_ONE_B], 1)]
     out = [(SCHEDULE_CODES[s], 1) for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.ZB_H1, Schedule.ZB_H2)]
     if pp % 2 == 0:
         out.append((SCHEDULE_CODES[Schedule.DUALPIPE], 1))
-    out += [(SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B], v) for v in _divisors(slots // pp) if v >= 2]
+    per_stage = int(slot_divisors[-1]) // pp
+    vs = slot_divisors[(per_stage % slot_divisors == 0) & (slot_divisors >= 2)]
+    out += [(SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B], v) for v in vs.tolist()]
     return out
 
 
-def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
-    """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the cluster's)."""
-    model = scenario.model
-    n = gpus or scenario.cluster.gpus
-    seqs = scenario.global_batch_seqs
-    slots = scenario.pipeline_slots
-    kv = model.num_heads if model.mla is not None else model.kv_heads
-    tps = [t for t in _divisors(n) if model.num_heads % t == 0 and kv % t == 0]
-    cps = [c for c in _divisors(n) if model.seq_len % (2 * c) == 0 and model.seq_len // c >= MIN_TOKENS_PER_CP_RANK] or [1]
-    pps = [p for p in _divisors(n) if slots % p == 0]
-    experts = model.moe.num_experts if model.moe is not None else 1
-    rows, reasons = [], {"batch": 0}
-    for tp in tps:
-        for cp in cps:
-            for pp in pps:
-                if n % (tp * cp * pp):
-                    continue
-                dp = n // (tp * cp * pp)
-                if seqs % dp:
-                    reasons["batch"] += 1
-                    continue
-                non_pp = tp * cp * dp
-                eps = [e for e in _divisors(experts) if non_pp % e == 0] if experts > 1 else [1]
-                for ep in eps:
-                    etp = 1 if ep > 1 else tp
-                    for sched, v in _pipelines(pp, slots):
-                        rows.append((tp, cp, pp, dp, ep, etp, sched, v))
-    structures = np.array(rows, dtype=np.int64).reshape(-1, len(STRUCTURE_COLUMNS))
-    empty = None
-    g = scenario.cluster.gpus_per_node
-    if n > g and n % g:
-        empty = f"gpus: {n} GPUs do not fill whole nodes of {g}; use a multiple of {g}"
-    elif not rows:
-        if not tps:
-            empty = f"no TP degree divides both {n} GPUs and the {model.num_heads} heads; use a GPU count with a common factor"
-        elif reasons["batch"]:
-            smallest = min(n // (t * c * p) for t in tps for c in cps for p in pps if n % (t * c * p) == 0)
-            empty = (f"batch: no DP degree on {n} GPUs divides the {seqs} sequences per step (smallest DP is "
-                     f"{smallest}); use a global batch that is a multiple of the DP degree or fewer GPUs")
-        else:
-            empty = (f"no split of {model.num_layers} layers and {model.num_heads} heads uses exactly {n} GPUs; "
-                     "try another GPU count")
+def check_search_gpus(gpus: int | None, cluster_gpus: int) -> int:
+    """The GPU count a search enumerates: ``gpus``, else the cluster's; ScenarioError past ``MAX_SEARCH_GPUS``.
+
+    Checked before any divisor is listed: the divisors of a count take sqrt(count) steps to find.
+    """
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1):
+        raise ScenarioError(f"gpus: {gpus!r} is not a GPU count; give a positive integer")
+    n = int(gpus) if gpus is not None else cluster_gpus
+    name = "gpus" if gpus is not None else "cluster.gpus"
+    if n > MAX_SEARCH_GPUS:
+        raise ScenarioError(f"{name}: a search enumerates at most {MAX_SEARCH_GPUS:,} GPUs (16 times the largest "
+                            f"cluster built), got {n:,}; search fewer GPUs")
+    return n
+
+
+def _choices(seqs: int) -> np.ndarray:
+    """The run choices of every structure, in ``CHOICE_COLUMNS`` order."""
     mbs = [b for b in _powers_of_two(MAX_MICRO_BATCH) if b <= seqs]
-    choices = np.array(
+    return np.array(
         [
             (mb, DP_KIND_CODES[kind], int(reshard), RECOMPUTE_CODES[rec], sp, cpk)
             for mb in mbs
@@ -173,6 +165,98 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
             for cpk in CP_KIND_CODES.values()
         ],
         dtype=np.int64,
-    )
-    return Space(gpus=n, global_batch_seqs=seqs, structures=structures, choices=choices, empty_reason=empty,
-                 dp_replicas=scenario.layout.dp_replicas, moe=scenario.model.moe is not None)
+    ).reshape(-1, len(CHOICE_COLUMNS))
+
+
+@dataclass
+class _Enumerated:
+    """What listing the structures found: the rows, and why splits were skipped."""
+
+    rows: list[tuple[int, ...]]
+    batch_misses: int = 0
+    """Splits whose DP degree does not divide the batch."""
+    smallest_dp: int | None = None
+    """The smallest DP degree of any split (for the batch message)."""
+
+
+def _splits(n: int, tps: list[int], cps: list[int], pps: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """Every (tp, cp, pp) of the candidate degrees whose product divides ``n``: only those are visited."""
+    for tp in tps:
+        for cp in cps:
+            if (n // tp) % cp:
+                continue
+            rest = n // (tp * cp)
+            for pp in pps[rest % pps == 0].tolist():
+                yield tp, cp, pp
+
+
+def _structures(scenario: Scenario, n: int, tps: list[int], cps: list[int], pps: list[int], limit: int) -> _Enumerated:
+    """Structure rows of the space, at most ``limit`` + 1 of them (more means the space is too big to search)."""
+    model, seqs, slots = scenario.model, scenario.global_batch_seqs, scenario.pipeline_slots
+    experts = np.array(_divisors(model.moe.num_experts) if model.moe is not None else [1], dtype=np.int64)
+    slot_divisors = np.array(_divisors(slots), dtype=np.int64)
+    pipelines: dict[int, list[tuple[int, int]]] = {}
+    found = _Enumerated(rows=[])
+    for tp, cp, pp in _splits(n, tps, cps, np.array(pps, dtype=np.int64)):
+        dp = n // (tp * cp * pp)
+        found.smallest_dp = dp if found.smallest_dp is None else min(found.smallest_dp, dp)
+        if seqs % dp:
+            found.batch_misses += 1
+            continue
+        non_pp = tp * cp * dp
+        eps = experts[non_pp % experts == 0].tolist() if len(experts) > 1 else [1]
+        if pp not in pipelines:
+            pipelines[pp] = _pipelines(pp, slot_divisors)
+        for ep in eps:
+            etp = 1 if ep > 1 else tp
+            found.rows += [(tp, cp, pp, dp, ep, etp, sched, v) for sched, v in pipelines[pp]]
+        if len(found.rows) > limit:
+            break
+    return found
+
+
+def _empty_reason(scenario: Scenario, n: int, tps: list[int], found: _Enumerated) -> str | None:
+    """Why the space has no structure, naming the constraint (None when it has some)."""
+    model, seqs = scenario.model, scenario.global_batch_seqs
+    if found.rows:
+        return None
+    if not tps:
+        return f"no TP degree divides both {n} GPUs and the {model.num_heads} heads; use a GPU count with a common factor"
+    if found.batch_misses:
+        return (f"batch: no DP degree on {n} GPUs divides the {seqs} sequences per step (smallest DP is "
+                f"{found.smallest_dp}); use a global batch that is a multiple of the DP degree or fewer GPUs")
+    return (f"no split of {model.num_layers} layers and {model.num_heads} heads uses exactly {n} GPUs; "
+            "try another GPU count")
+
+
+def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
+    """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the cluster's).
+
+    ScenarioError before any work when the GPU count is past ``MAX_SEARCH_GPUS``, and before any layout is
+    evaluated when the space holds more than ``MAX_CANDIDATES``.
+    """
+    model = scenario.model
+    n = check_search_gpus(gpus, scenario.cluster.gpus)
+    seqs = scenario.global_batch_seqs
+    slots = scenario.pipeline_slots
+    choices = _choices(seqs)
+    none = Space(gpus=n, global_batch_seqs=seqs, structures=np.empty((0, len(STRUCTURE_COLUMNS)), dtype=np.int64),
+                 choices=choices, dp_replicas=scenario.layout.dp_replicas, moe=model.moe is not None)
+    g = scenario.cluster.gpus_per_node
+    if n > g and n % g:  # before listing anything: no layout can fill part of a node
+        return replace(none, empty_reason=f"gpus: {n} GPUs do not fill whole nodes of {g}; use a multiple of {g}")
+    divisors = _divisors(n)
+    kv = model.num_heads if model.mla is not None else model.kv_heads
+    tps = [t for t in divisors if model.num_heads % t == 0 and kv % t == 0]
+    cps = [c for c in divisors if model.seq_len % (2 * c) == 0 and model.seq_len // c >= MIN_TOKENS_PER_CP_RANK] or [1]
+    pps = [p for p in divisors if slots % p == 0]
+    limit = MAX_CANDIDATES // len(choices)
+    found = _structures(scenario, n, tps, cps, pps, limit)
+    if len(found.rows) > limit:
+        raise ScenarioError(
+            f"gpus: {n:,} GPUs split {model.name}'s heads, sequence, layers{', experts' if model.moe else ''} and "
+            f"batch into more than {MAX_CANDIDATES:,} candidate layouts, the most one search evaluates (about half a "
+            "minute); search a GPU count with fewer divisors, e.g. a power of two"
+        )
+    structures = np.array(found.rows, dtype=np.int64).reshape(-1, len(STRUCTURE_COLUMNS))
+    return replace(none, structures=structures, empty_reason=_empty_reason(scenario, n, tps, found))
