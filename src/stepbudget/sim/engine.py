@@ -179,14 +179,18 @@ class Network:
         indptr, link_ids = gather_csr(self._links.indptr, self._links.link_ids, active)
         rates = maxmin_rates_unchecked(indptr, link_ids, self._capacity)
         self._rate[active] = rates
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):  # an infinite finish is refused just below
             finish_at = self._engine.now + self._remaining[active] / rates  # time = bytes / rate
         self._finish_at[active] = finish_at
         if self._on_rates is not None:
             self._on_rates(active, rates)
         next_s = float(finish_at.min())
-        if np.isfinite(next_s):
-            self._engine.schedule(next_s, partial(self._finish_due, self._version))
+        if not np.isfinite(next_s):
+            # every capacity is finite and > 0 (run_graph), so only a rate that underflowed gets here: stopping
+            # would leave the flows unfinished for ever and blame a cycle
+            raise ValueError(f"link rates of {active.size} flow(s) underflow: the smallest is {float(rates.min()):g} "
+                             "B/s for bytes that never finish; give links at least a thousandth of a byte per second")
+        self._engine.schedule(next_s, partial(self._finish_due, self._version))
 
     def _finish_due(self, version: int) -> None:
         if version != self._version:

@@ -88,10 +88,20 @@ def sim_budget(scenario: Scenario) -> Budget:
     return estimate(derive(kernel_scenario(scenario)[0]))
 
 
+MIN_LINK_RATE = 1e-3
+"""Slowest scale of every link (a 400 Gb/s NIC at 400 Mb/s): a link slower than that is down, not slow, and a step's
+bytes over it already take hours. Below it the bounded inputs stop bounding the arithmetic: at 5e-324 every rate
+underflows to 0 and no transfer ever ends."""
+MAX_LINK_RATE = 100.0
+"""Fastest scale of every link: 100 times its rate (a 400 Gb/s NIC at 40 Tb/s) is past any link built."""
+
+
 def check_link_rate(link_rate: float) -> None:
-    """ScenarioError unless ``link_rate`` is a scale a link can run at: above 0, at most 100 times its rate."""
-    if not 0 < link_rate <= 100:
-        raise ScenarioError(f"link_rate: {link_rate} must be > 0 and at most 100 (0.5 = half rate)")
+    """ScenarioError unless ``link_rate`` is a scale a link can run at: ``MIN_LINK_RATE`` to ``MAX_LINK_RATE``."""
+    if isinstance(link_rate, bool) or not isinstance(link_rate, (int, float, np.floating, np.integer)) \
+            or not MIN_LINK_RATE <= link_rate <= MAX_LINK_RATE:  # NaN fails here too
+        raise ScenarioError(f"link_rate: {link_rate!r} is not a scale a link runs at; give {MIN_LINK_RATE:g} to "
+                            f"{MAX_LINK_RATE:g} (0.5 = half rate; below a thousandth a link is down, not slow)")
 
 
 def simulate_step(
@@ -208,6 +218,27 @@ def _utilisation(prog: StepProgram, step_s: float) -> dict[str, float]:
     return {name: float(busy[i] / (prog.capacity_Bps[i] * span)) for i, name in enumerate(prog.link_names)}
 
 
+MAX_DRAWS = 1 << 28
+"""Most replica draws (steps x replicas, 268 M) one tail takes: about 19 ns each, so about 5 s a pass, and
+simulate makes two (the step's tail and the tail growth at its replicas). The command line's own bounds
+(100,000 steps, 1,000,000 replicas) would make 1e11 of them: over half an hour a pass."""
+_BLOCK = 2_000_000
+"""Draws made at once (three arrays of 16 MB): memory stays bounded whatever the replicas."""
+
+
+def check_draws(steps: int, replicas: int) -> None:
+    """ScenarioError naming ``steps x replicas`` unless both are at least 1 and their product is at most
+    ``MAX_DRAWS``: checked before any pipeline is simulated."""
+    for name, value in (("steps", steps), ("replicas", replicas)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ScenarioError(f"{name}: {value!r} must be a whole number of at least 1")
+    if steps * replicas > MAX_DRAWS:
+        raise ScenarioError(
+            f"steps x replicas: {steps:,} steps x {replicas:,} replicas draw {steps * replicas:,} pipelines, more "
+            f"than the {MAX_DRAWS:,} one tail takes (about 5 s); give fewer steps or replicas"
+        )
+
+
 @dataclass(frozen=True)
 class MonteCarlo:
     steps_s: np.ndarray
@@ -229,8 +260,10 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     lasts as long as its slowest replica. ``samples`` pipelines are simulated (default
     ``min(steps, 64)``) and each step draws its ``replicas`` from them: the tail of the maximum
     grows with the replicas while the simulation cost does not. ``progress(done, total)`` is called after
-    each simulated pipeline.
+    each simulated pipeline. ScenarioError naming ``steps x replicas`` before any simulation when there are more
+    draws than ``MAX_DRAWS``.
     """
+    check_draws(steps, replicas)
     rng = np.random.default_rng(seed)
     prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
@@ -254,19 +287,22 @@ def slowest_of(pipelines: np.ndarray, replicas: int, steps: int, rng: np.random.
     n = pipelines.size
     spread = min(np.std(pipelines), (np.percentile(pipelines, 75) - np.percentile(pipelines, 25)) / 1.34)
     bandwidth = 0.9 * spread * n ** -0.2 if n > 1 else 0.0
-    out = np.empty(steps)
-    block = max(1, 2_000_000 // max(replicas, 1))
+    out = np.full(steps, -np.inf)
+    block = max(1, _BLOCK // max(replicas, 1))
     for lo in range(0, steps, block):
         hi = min(lo + block, steps)
-        draws = pipelines[rng.integers(0, n, size=(hi - lo, replicas))]
-        if bandwidth > 0:
-            draws = draws + rng.normal(0.0, bandwidth, size=draws.shape)
-        out[lo:hi] = draws.max(axis=1)
+        for first in range(0, replicas, _BLOCK):  # one pass when replicas <= _BLOCK; columns beyond it in blocks
+            draws = pipelines[rng.integers(0, n, size=(hi - lo, min(_BLOCK, replicas - first)))]
+            if bandwidth > 0:
+                draws = draws + rng.normal(0.0, bandwidth, size=draws.shape)
+            out[lo:hi] = np.maximum(out[lo:hi], draws.max(axis=1))
     return out
 
 
 def tail_growth(pipelines: np.ndarray, replicas: list[int], steps: int, seed: int = 0) -> dict[int, dict[str, float]]:
     """p50, p90 and p99 of the step when it waits for the slowest of R replicas, for each R."""
+    for R in replicas:
+        check_draws(steps, R)
     rng = np.random.default_rng(seed)
     out = {}
     for R in replicas:
