@@ -194,33 +194,39 @@ def _npy_matrix(data: bytes, where: str) -> np.ndarray:
     return checked_matrix(array, where)
 
 
-def _field_count(line: str, comma: bool) -> int:
+def _separator(text: str) -> str | None:
+    """The field separator: a comma, else a semicolon (spreadsheets in locales with a decimal comma), else
+    whitespace (None)."""
+    return next((sep for sep in ",;" if sep in text), None)
+
+
+def _field_count(line: str, sep: str | None) -> int:
     """How many fields ``line`` has, counted without splitting it (a line may be megabytes of fields)."""
-    if comma:
-        return line.count(",") + 1
+    if sep is not None:
+        return line.count(sep) + 1
     return sum(1 for _ in itertools.islice(re.finditer(r"\S+", line), MAX_EP_GPUS + 1))
 
 
 def _csv_rows(text: str, where: str) -> list[list[str]]:
     """A CSV text's non-blank, non-comment rows split into fields, their counts bounded before any is split."""
-    comma = "," in text
+    sep = _separator(text)
     lines: list[str] = []
-    for r, raw in enumerate(io.StringIO(text.removeprefix("\ufeff")), start=1):
+    for r, raw in enumerate(io.StringIO(text.removeprefix("\ufeff"), newline=None), start=1):
         line = raw.strip()
-        if comma and line.endswith(","):  # some spreadsheets end every row with the separator
+        if sep is not None and line.endswith(sep):  # some spreadsheets end every row with the separator
             line = line[:-1].rstrip()
         if not line or line.startswith("#"):
             continue
         if len(lines) == MAX_EP_GPUS:
             raise ScenarioError(f"matrix: {where} has over {MAX_EP_GPUS} rows (one per source GPU); at most "
                                 f"{MAX_EP_GPUS} GPUs (e.g. 32 x 8) are timed, give a smaller EP group's matrix")
-        if _field_count(line, comma) > MAX_EP_GPUS:
+        if _field_count(line, sep) > MAX_EP_GPUS:
             raise ScenarioError(f"matrix: {where} has over {MAX_EP_GPUS} values in line {r} (one per destination "
                                 f"GPU); at most {MAX_EP_GPUS} GPUs (e.g. 32 x 8) are timed, give a smaller matrix")
         lines.append(line)
     if not lines:
         raise ScenarioError(f"matrix: {where} is empty; give one row of bytes per source GPU")
-    rows = [[field.strip() for field in line.split(",")] if comma else line.split() for line in lines]
+    rows = [[field.strip() for field in line.split(sep)] if sep else line.split() for line in lines]
     for r, row in enumerate(rows, start=1):
         if len(row) != len(rows[0]):
             raise ScenarioError(f"matrix: {where} has {len(row)} value{'s' * (len(row) != 1)} in row {r} but "
@@ -233,13 +239,14 @@ def _number(field: str, r: int, c: int, where: str) -> float:
     try:
         return float(field)
     except ValueError:
-        shown = repr(field[:20]) if field else "empty"
+        shown = repr(field[:20]) if field else "an empty field"
         raise ScenarioError(f"matrix: {where} has {shown} at row {r}, column {c} (counting from 1), not a number; "
                             "give bytes as plain numbers") from None
 
 
 def _csv_matrix(text: str, where: str) -> np.ndarray:
-    """A CSV text's matrix (comma- or whitespace-separated, '#' comments): its shape checked before its numbers."""
+    """A CSV text's matrix (comma-, semicolon- or whitespace-separated, '#' comments): its shape checked before
+    its numbers."""
     rows = _csv_rows(text, where)
     _check_layout((len(rows), len(rows[0])), np.dtype(np.float64), where)
     values = [[_number(field, r, c, where) for c, field in enumerate(row, start=1)] for r, row in enumerate(rows, start=1)]
@@ -247,7 +254,8 @@ def _csv_matrix(text: str, where: str) -> np.ndarray:
 
 
 def load_matrix(path: str | os.PathLike) -> np.ndarray:
-    """A measured dispatch matrix in bytes from a .npy file or a CSV file (comma- or whitespace-separated).
+    """A measured dispatch matrix in bytes from a .npy file or a CSV file (comma-, semicolon- or whitespace-
+    separated).
 
     Refused in one line naming the file: an .npz archive, what is not a regular file or is over the input
     limit (inputs/files.py), a .npy whose header is not a square 2-d matrix of real numbers of at most

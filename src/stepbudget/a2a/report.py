@@ -132,6 +132,23 @@ def layer_inputs(sc: Scenario) -> LayerInputs:
         swiglu=model.activation == Activation.SWIGLU, ep_in_node=int(np.asarray(plan.q["ep"])) >= sc.layout.ep)
 
 
+def _check_split(moe: MoE, S: int, G: int) -> None:
+    """Refuse a group the experts do not split over evenly (round-robin placement, as the budget assumes)."""
+    if moe.num_experts % (S * G):
+        raise ScenarioError(f"servers x gpus_per_server: {moe.num_experts} experts do not split over "
+                            f"{S} x {G} = {S * G} GPUs; use a GPU count that divides {moe.num_experts}")
+
+
+def _check_node_limit(moe: MoE, S: int, G: int) -> None:
+    """Refuse a group whose servers hold too few experts for a token's top_k under the node limit."""
+    per_server, reach = moe.num_experts // S, min(moe.node_limit or S, S)  # round-robin: E / S experts a server
+    if reach * per_server < moe.top_k:
+        raise ScenarioError(f"servers x gpus_per_server: {S} x {G} GPUs hold {per_server} expert"
+                            f"{'s' * (per_server != 1)} a server, so a token's top_k = {moe.top_k} experts do not "
+                            f"fit on the {reach} servers model.moe.node_limit lets it reach; put more GPUs in each "
+                            "server or raise model.moe.node_limit")
+
+
 def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int, seed: int = 0,
                     li: LayerInputs | None = None) -> np.ndarray:
     """One MoE layer call's dispatch bytes, source GPU by destination GPU, over ``servers`` x ``gpus_per_server``
@@ -143,9 +160,7 @@ def dispatch_matrix(sc: Scenario, skew: Skew, servers: int, gpus_per_server: int
     if skew.kind == "pairs":
         return pair_skew_matrix(n, li.tokens_per_gpu * moe.top_k * li.hidden * li.dispatch_bytes, skew.exponent,
                                 rng=seed)
-    if moe.num_experts % n:
-        raise ScenarioError(f"servers x gpus_per_server: {moe.num_experts} experts do not split over "
-                            f"{S} x {G} = {n} GPUs; use a GPU count that divides {moe.num_experts}")
+    _check_split(moe, S, G)
     placement = np.arange(moe.num_experts) % n  # round-robin, as the budget's skew factor assumes
     zipf = skew.exponent if skew.kind == "experts" else "uniform"
     return gpu_traffic_matrix(li.tokens_per_gpu, li.hidden, moe.num_experts, moe.top_k, n, skew=zipf,
@@ -182,23 +197,12 @@ def _group(q: int, ep: int, servers: object, gpus_per_server: object, side: int 
     return check_ep_group(S, G)
 
 
-def _check_node_limit(moe: MoE, S: int, G: int) -> None:
-    """Refuse a group whose servers hold too few experts for a token's top_k under the node limit."""
-    per_server, reach = moe.num_experts // S, min(moe.node_limit or S, S)  # round-robin: E / S experts a server
-    if reach * per_server < moe.top_k:
-        raise ScenarioError(f"servers x gpus_per_server: {S} x {G} GPUs hold {per_server} expert"
-                            f"{'s' * (per_server != 1)} a server, so a token's top_k = {moe.top_k} experts do not "
-                            f"fit on the {reach} servers model.moe.node_limit lets it reach; put more GPUs in each "
-                            "server or raise model.moe.node_limit")
-
-
 def _forwarded_nic_bytes(sc: Scenario, li: LayerInputs, skew: Skew, S: int, G: int, seed: int) -> float | None:
     """NIC bytes with one copy per target server (forwarded or not: the view says which); None on one server
     or with a pair-skewed matrix, which has no tokens to follow."""
     if S == 1 or skew.kind == "pairs":
         return None
     moe = _moe_of(sc)
-    _check_node_limit(moe, S, G)
     placement = np.arange(moe.num_experts) % (S * G)
     zipf = skew.exponent if skew.kind == "experts" else "uniform"
     nl = node_limited_traffic(li.tokens_per_gpu, li.hidden, moe.num_experts, moe.top_k, S, G, moe.node_limit or S,
@@ -229,6 +233,9 @@ def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None =
     if given is not None:
         D, skew, nl_nic = given, Skew("measured"), None
     else:
+        if skew.kind != "pairs":  # token routing: every check before the first matrix is drawn
+            _check_split(moe, S, G)
+            _check_node_limit(moe, S, G)
         D = dispatch_matrix(sc, skew, S, G, seed, li)
         nl_nic = _forwarded_nic_bytes(sc, li, skew, S, G, seed)
     times = alltoall_times(D, S, G, nic, nvlink, cl.nic_latency_s, progress=progress)
