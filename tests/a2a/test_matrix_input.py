@@ -456,3 +456,12 @@ def test_any_csv_text_gives_a_matrix_or_one_line(tmp_path, rows, sep, end):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_text_gives_a_matrix_or_one_line(tmp_path, text):
     _loads_or_one_line(_write(tmp_path, "t.csv", text.encode("utf-8", "surrogatepass")))
+
+
+def test_a_path_given_to_the_library_is_read_as_a_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "alltoall_times", lambda *a, **k: _Times())
+    np.save(tmp_path / "m.npy", np.ones((16, 16)))
+    r = moe_report(DEEPSEEK, matrix=tmp_path / "m.npy")
+    assert (r.servers, r.gpus_per_server) == (2, 8) and r.skew.kind == "measured" and r.matrix.sum() == 256
+    with pytest.raises(ScenarioError, match=r"^matrix: .*m\.npz' is an \.npz archive"):
+        moe_report(DEEPSEEK, matrix=str(tmp_path / "m.npz"))

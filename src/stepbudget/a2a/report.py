@@ -9,6 +9,7 @@ lower bound, all pairs at once, FAST-style schedule.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -211,16 +212,18 @@ def _forwarded_nic_bytes(sc: Scenario, li: LayerInputs, skew: Skew, S: int, G: i
 
 
 def moe_report(sc: Scenario, skew: Skew = Skew("uniform"), servers: int | None = None,
-               gpus_per_server: int | None = None, matrix: np.ndarray | None = None, seed: int = 0,
+               gpus_per_server: int | None = None, matrix: np.ndarray | str | os.PathLike | None = None, seed: int = 0,
                progress: Callable[[int, int], None] | None = None) -> MoEReport:
     """One MoE layer of ``sc``: hiding ratios, the dispatch matrix over ``servers`` x ``gpus_per_server`` GPUs (from
-    the layout, or a given matrix's side, when None) under ``skew`` or the measured ``matrix`` (checked by
-    ``checked_matrix``), and its all-to-all three ways; ``progress(finished, flows)`` follows the plain
-    all-to-all's flows, the part that grows with the group. The group is at most MAX_EP_GPUS GPUs."""
+    the layout, or a given matrix's side, when None) under ``skew`` or the measured ``matrix`` (an array checked
+    by ``checked_matrix``, or a file's path read by ``load_matrix``), and its all-to-all three ways;
+    ``progress(finished, flows)`` follows the plain all-to-all's flows, the part that grows with the group.
+    The group is at most MAX_EP_GPUS GPUs, checked before any matrix is built."""
     li = layer_inputs(sc)
     model, moe, cl = sc.model, _moe_of(sc), sc.cluster
     plan = derive(sc)
-    given = None if matrix is None else checked_matrix(matrix)
+    given = (None if matrix is None else load_matrix(matrix) if isinstance(matrix, (str, os.PathLike))
+             else checked_matrix(matrix))
     S, G = _group(int(np.asarray(plan.q["ep"])), li.ep, servers, gpus_per_server,
                   None if given is None else given.shape[0])
     peak, ep, f, nic, nvlink = li.peak_flops, li.ep, li.expert_ffn, li.nic_Bps, li.nvlink_Bps
