@@ -26,6 +26,13 @@ Count = Annotated[int, BeforeValidator(lambda v: int(parse(v, "count")) if isins
                   Field(gt=0, le=MAX_COUNT)]
 Degree = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 
+MIN_EFFICIENCY = 1e-3
+"""Smallest share of a datasheet figure read (an efficiency, a clock share, an achieved fraction): 0.1 %. The
+lowest any kernel or link is measured at is a few percent (a tiny GEMM: 6.5 of 989 TFLOP/s, 0.7 %); a thousandth
+is a broken one. Below it the arithmetic stops being finite: 5e-324 of a rate is 0, and a time over it inf."""
+Efficiency = Annotated[float, Field(ge=MIN_EFFICIENCY, le=1)]
+"""A share of a datasheet figure that a kernel, link or clock reaches: ``MIN_EFFICIENCY`` to 1."""
+
 _ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 

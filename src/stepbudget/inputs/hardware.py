@@ -10,7 +10,19 @@ import yaml
 from pydantic import Field, field_validator, model_validator
 
 from stepbudget.enums import RateScope
-from stepbudget.inputs._types import MAX_COUNT, Bytes, Flops, Frozen, Rate, Seconds
+from stepbudget.inputs._types import MAX_COUNT, Bytes, Efficiency, Flops, Frozen, Rate, Seconds
+
+
+MAX_HALF_DIM = 65_536.0
+"""Largest GEMM dimension at which the shape factor may halve the efficiency: measured GPUs halve at 48-160
+(gpus.yaml), a tile or two; one that needed 64 K would be no GEMM engine. Past it three such factors make a
+GEMM's rate underflow to 0 FLOP/s."""
+MAX_HALF_SEQ = float(1 << 20)
+"""Largest key count at which attention's efficiency may halve: measured kernels halve at 256-2,300 keys
+(gpus.yaml); 1 M keys is past any context trained."""
+MAX_OVERSUBSCRIPTION = 1024.0
+"""Largest downlink-to-uplink ratio of a tier: built fabrics run 1:1 to 1:7 (Llama 3's aggregation) and rarely
+past 1:16; a ratio past a switch's radix (512 ports, with room) leaves no uplink at all."""
 
 
 class Kernels(Frozen):
@@ -28,28 +40,28 @@ class Kernels(Frozen):
 
     source: str = ""
     """Where these numbers come from (datasheet, paper, measurement)."""
-    gemm: float = Field(default=0.78, gt=0, le=1)
+    gemm: Efficiency = 0.78
     """Share of the dense BF16 peak a large BF16 GEMM reaches."""
-    gemm_fp8: float = Field(default=0.70, gt=0, le=1)
+    gemm_fp8: Efficiency = 0.70
     """Share of the dense FP8 peak a large FP8 GEMM reaches (block-scaled, DeepGEMM-style)."""
-    gemm_half_dim: float = Field(default=64.0, gt=0)
+    gemm_half_dim: float = Field(default=64.0, ge=1, le=MAX_HALF_DIM)
     """GEMM dimension at which the shape factor f halves the efficiency."""
-    attention_fwd: float = Field(default=0.62, gt=0, le=1)
+    attention_fwd: Efficiency = 0.62
     """Share of the BF16 peak FlashAttention's forward reaches at long sequences."""
-    attention_bwd: float = Field(default=0.50, gt=0, le=1)
+    attention_bwd: Efficiency = 0.50
     """Share of the BF16 peak FlashAttention's backward reaches at long sequences."""
-    attention_half_seq: float = Field(default=256.0, gt=0)
+    attention_half_seq: float = Field(default=256.0, ge=1, le=MAX_HALF_SEQ)
     """Sequence length (keys) at which attention efficiency halves."""
-    flash2_fwd: float | None = Field(default=None, gt=0, le=1)
+    flash2_fwd: Efficiency | None = None
     """FlashAttention-2's forward speed as a share of ``attention_fwd``, this GPU's best kernel: 1 where
     FlashAttention-2 is the best (A100), None where no figure is published."""
-    flash2_bwd: float | None = Field(default=None, gt=0, le=1)
+    flash2_bwd: Efficiency | None = None
     """FlashAttention-2's backward speed as a share of ``attention_bwd`` (as ``flash2_fwd``)."""
-    hbm: float = Field(default=0.85, gt=0, le=1)
+    hbm: Efficiency = 0.85
     """Share of the HBM bandwidth memory-bound kernels reach."""
     kernel_overhead_s: Seconds = 5e-6
     """Fixed time of one kernel (launch, ramp and tail): what a tiny GEMM costs whatever its size."""
-    clock: float = Field(default=1.0, gt=0, le=1)
+    clock: Efficiency = 1.0
     """Share of the datasheet peak's clock the GPU holds under sustained training load (power cap);
     multiplies every compute-bound rate."""
     epilogue_overlap: bool = True
@@ -86,7 +98,7 @@ class Tier(Frozen):
     """The tier's name in outputs (e.g. "rail", "spine")."""
     domain_gpus: int = Field(gt=0, le=MAX_COUNT)
     """GPUs under one domain of this tier (Llama 3: a 3,072-GPU pod)."""
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=MAX_OVERSUBSCRIPTION)
     """Downlink to uplink ratio at this tier's boundary (Llama 3 aggregation: 7)."""
 
 
@@ -102,7 +114,7 @@ class Cluster(Frozen):
     gpu: GPU
     achieved_flops: Flops | None = None
     """Achieved FLOP/s per GPU; overrides achieved_fraction."""
-    achieved_fraction: float | None = Field(default=None, gt=0, le=1)
+    achieved_fraction: Efficiency | None = None
     """Achieved share of the peak used for compute time when achieved_flops is unset."""
     rate_scope: RateScope = RateScope.KERNEL
     """kernel: the bubble and exposed exchanges are added on top of the rate; step: the
@@ -115,9 +127,9 @@ class Cluster(Frozen):
     """Scale-out NICs per node."""
     nic_Bps: Rate
     """Line rate of one NIC per direction, bytes/s (400 Gb/s = 50 GB/s)."""
-    nvlink_efficiency: float = Field(default=1.0, gt=0, le=1)
+    nvlink_efficiency: Efficiency = 1.0
     """Share of the NVLink rate a collective achieves."""
-    nic_efficiency: float = Field(default=1.0, gt=0, le=1)
+    nic_efficiency: Efficiency = 1.0
     """Share of the NIC line rate a collective achieves."""
     nvlink_latency_s: Seconds = 3.4e-6
     """Latency per collective step on NVLink (NCCL tuning.cc, Ring/Simple NVLink hw latency)."""

@@ -8,9 +8,12 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stepbudget.enums import AttentionKernel, Axis, CPKind, DataParallel, EPKind, Recompute, Schedule
-from stepbudget.inputs._types import Count, Degree, ElementBytes, Frozen
+from stepbudget.inputs._types import MAX_COUNT, Count, Degree, ElementBytes, Frozen
 
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
+MAX_OPTIMIZER_BYTES = 64.0
+"""Most optimizer bytes per parameter (ZeRO's K): mixed-precision Adam keeps 12 (FP32 master and two FP32
+moments), an FP64 master with FP64 moments 24; 64 leaves room for any optimizer's extra state."""
 
 
 def shard_groups_split(replicas, tp, cp, dp, ep=1, expert_tp=1, moe=False):
@@ -49,7 +52,7 @@ class Layout(Frozen):
     across the groups. 1: one group, the whole DP x CP group (FSDP, ZeRO)."""
     reshard_after_forward: bool = True
     """FSDP only: free gathered parameters after forward and gather them again in backward (ZeRO-3 always does)."""
-    dp_bucket_params: float | None = Field(default=None, gt=0)
+    dp_bucket_params: float | None = Field(default=None, gt=0, le=MAX_COUNT)
     """DDP and ZeRO-1: parameters per gradient bucket, one collective call each. Default Megatron-Core's
     max(40 M, 1 M x DP ranks) when DP is overlapped, and one bucket for the whole buffer when it is not."""
     sequence_parallel: bool = True
@@ -81,6 +84,14 @@ class Layout(Frozen):
     """Count the embedding as one layer slot of the first stage (Megatron flag of that name)."""
     loss_in_pipeline_split: bool = False
     """Count the LM head and loss as one layer slot of the last stage (Megatron flag)."""
+
+    @field_validator("dp_bucket_params")
+    @classmethod
+    def _whole_parameter(cls, v: float | None) -> float | None:
+        # a bucket of a fraction of a parameter is no bucket: 5e-324 would make the calls per step infinite
+        if v is not None and v < 1:
+            raise ValueError(f"layout.dp_bucket_params: {v:g} parameters per bucket; give at least 1, e.g. 40e6")
+        return v
 
     @field_validator("order")
     @classmethod
@@ -143,7 +154,7 @@ class Precision(Frozen):
     grad_buffer: ElementBytes | None = None
     """Bytes per element of the buffer gradients accumulate in over micro-batches (Megatron's
     FP32 main_grad: 4); defaults to ``grads``."""
-    optimizer_bytes: float = Field(default=12.0, ge=0)
+    optimizer_bytes: float = Field(default=12.0, ge=0, le=MAX_OPTIMIZER_BYTES)
     """Optimizer bytes per parameter, ZeRO's K: FP32 master 4 + Adam moments 4 + 4 = 12
     (DeepSeek-V3 keeps BF16 moments: 8)."""
     master_weights: bool = True
