@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import stepbudget as sb
 from stepbudget.a2a import report
-from stepbudget.a2a.matrix_input import MAX_EP_GPUS, MAX_PAIR_BYTES, check_ep_group, checked_matrix, load_matrix
+from stepbudget.a2a.matrix_input import MAX_EP_GPUS, MAX_MATRIX_GPUS, MAX_PAIR_BYTES, check_ep_group, checked_matrix, load_matrix
 from stepbudget.a2a.report import Skew, moe_report, parse_skew
 from stepbudget.cli import app
 from stepbudget.inputs.scenario import ScenarioError
@@ -108,7 +108,7 @@ def test_a_group_half_from_the_layout_is_bounded_too(no_matrix):
 
 
 def test_a_given_matrix_wider_than_the_limit_is_refused_before_timing(no_matrix):
-    with pytest.raises(ScenarioError, match=r"^matrix: the matrix is for 300 GPUs: .*at most 256") as e:
+    with pytest.raises(ScenarioError, match=rf"^matrix: the matrix is for 300 GPUs; .*at most {MAX_MATRIX_GPUS}") as e:
         moe_report(DEEPSEEK, matrix=np.zeros((300, 300)))
     _one_line(e)
 
@@ -222,7 +222,7 @@ def test_a_real_npz_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize("array", [
     np.arange(16.0).reshape(4, 4), np.asfortranarray(np.arange(16.0).reshape(4, 4)),
     np.arange(16, dtype=">i4").reshape(4, 4), np.ones((2, 2), np.float16), np.full((3, 3), 255, np.uint8),
-    np.full((256, 256), MAX_PAIR_BYTES),
+    np.full((MAX_MATRIX_GPUS, MAX_MATRIX_GPUS), MAX_PAIR_BYTES),
 ])
 def test_a_good_npy_loads_as_float64_bytes(tmp_path, array):
     D = load_matrix(_saved(tmp_path, "m.npy", array))
@@ -275,9 +275,9 @@ def test_a_device_is_refused_without_reading_it():
     ("0,nan\n1,0\n", "has NaN at row 1, column 2"), ("0,inf\n1,0\n", "has an infinity at row 1, column 2"),
     ("0,-1\n1,0\n", "has -1 at row 1, column 2"), ("0,1e308\n1e308,0\n", "has 1e+308 bytes at row 1, column 2"),
     ("1,2,3\n4,5,6\n", "is 2 x 3, not square"), ("5\n", "is 1 x 1; an all-to-all needs at least 2 GPUs"),
-    ("0\n" * 300, "has over 256 rows (one per source GPU)"),
-    (",".join(["0"] * 300) + "\n", "has over 256 values in line 1"),
-    (" ".join(["0"] * 300) + "\n", "has over 256 values in line 1"),
+    ("0\n" * 300, "has over 64 rows (one per source GPU)"),
+    (",".join(["0"] * 300) + "\n", "has over 64 values in line 1"),
+    (" ".join(["0"] * 300) + "\n", "has over 64 values in line 1"),
 ])
 def test_a_bad_csv_names_the_file_and_what_is_wrong(tmp_path, text, fragment):
     path = _write(tmp_path, "m.csv", text.encode())
@@ -301,7 +301,7 @@ def test_a_good_csv_loads(tmp_path, text):
 def test_a_csv_of_megabytes_of_one_line_is_refused_fast(tmp_path):
     path = _write(tmp_path, "m.csv", b"0," * (4 * 2**20 - 1) + b"0\n")  # 8 MiB, 4 Mi fields on one line
     started = time.perf_counter()
-    with pytest.raises(ScenarioError, match="has over 256 values in line 1"):
+    with pytest.raises(ScenarioError, match=f"has over {MAX_MATRIX_GPUS} values in line 1"):
         load_matrix(path)
     assert time.perf_counter() - started < 2
 
@@ -398,7 +398,7 @@ def _loads_or_one_line(path: str) -> np.ndarray | None:
         message = str(e)
         assert message.startswith("matrix: ") and "\n" not in message and len(message) < 500, message
         return None
-    assert D.dtype == np.float64 and D.ndim == 2 and D.shape[0] == D.shape[1] and 2 <= D.shape[0] <= MAX_EP_GPUS
+    assert D.dtype == np.float64 and D.ndim == 2 and D.shape[0] == D.shape[1] and 2 <= D.shape[0] <= MAX_MATRIX_GPUS
     assert np.isfinite(D).all() and (D >= 0).all() and (D <= MAX_PAIR_BYTES).all()
     return D
 

@@ -27,6 +27,11 @@ Timing the plain all-to-all grows about as the 2.5th power of the GPUs: measured
 2-4 s, 32 x 8 10-18 s, 16 x 16 20 s, 256 x 1 12 s, but 64 x 8 94 s and 512 x 1 68 s (zipf:0.8). 256 is also
 DeepSeek-V3's expert count, the largest EP group its experts split over."""
 
+MAX_MATRIX_GPUS = 64
+"""Most GPUs a given matrix may be for. Its values, not only its size, set how many link-sharing rounds the plain
+all-to-all takes: measured on 2 cores, 64 GPUs of random bytes take 6 s, of bytes spread over 12 orders of
+magnitude 10 s; 128 GPUs 48 s and 217 s; 256 GPUs 4 min (a generated matrix's even rows take far fewer)."""
+
 MAX_PAIR_BYTES = 1e12
 """Most bytes one GPU pair may send in one layer call of a given matrix (1 TB).
 
@@ -122,8 +127,12 @@ def _check_layout(shape: tuple, dtype: np.dtype, where: str) -> int:
                             "give one row and one column per GPU, D[src, dst]")
     if rows < 2:
         raise ScenarioError(f"matrix: {where} is {rows} x {cols}; an all-to-all needs at least 2 GPUs, give a larger one")
-    if rows > MAX_EP_GPUS:
+    if rows > MAX_MATRIX_GPUS and _log10_timing_s(rows) >= math.log10(_LONG_S):  # say what it would need
         raise ScenarioError(_too_many(f"matrix: {where} is for {_count_words(rows)} GPUs", rows))
+    if rows > MAX_MATRIX_GPUS:
+        raise ScenarioError(f"matrix: {where} is for {_count_words(rows)} GPUs; a given matrix is timed for at most "
+                            f"{MAX_MATRIX_GPUS} (its values set the time: 128 GPUs of random bytes take minutes), give a "
+                            "smaller EP group's matrix")
     if dtype.hasobject or dtype.kind not in _REAL_KINDS:
         raise ScenarioError(f"matrix: {where} holds {dtype} values, not real numbers of bytes; "
                             "save integers or floats")
@@ -204,7 +213,7 @@ def _field_count(line: str, sep: str | None) -> int:
     """How many fields ``line`` has, counted without splitting it (a line may be megabytes of fields)."""
     if sep is not None:
         return line.count(sep) + 1
-    return sum(1 for _ in itertools.islice(re.finditer(r"\S+", line), MAX_EP_GPUS + 1))
+    return sum(1 for _ in itertools.islice(re.finditer(r"\S+", line), MAX_MATRIX_GPUS + 1))
 
 
 def _csv_rows(text: str, where: str) -> list[list[str]]:
@@ -217,12 +226,12 @@ def _csv_rows(text: str, where: str) -> list[list[str]]:
             line = line[:-1].rstrip()
         if not line or line.startswith("#"):
             continue
-        if len(lines) == MAX_EP_GPUS:
-            raise ScenarioError(f"matrix: {where} has over {MAX_EP_GPUS} rows (one per source GPU); at most "
-                                f"{MAX_EP_GPUS} GPUs (e.g. 32 x 8) are timed, give a smaller EP group's matrix")
-        if _field_count(line, sep) > MAX_EP_GPUS:
-            raise ScenarioError(f"matrix: {where} has over {MAX_EP_GPUS} values in line {r} (one per destination "
-                                f"GPU); at most {MAX_EP_GPUS} GPUs (e.g. 32 x 8) are timed, give a smaller matrix")
+        if len(lines) == MAX_MATRIX_GPUS:
+            raise ScenarioError(f"matrix: {where} has over {MAX_MATRIX_GPUS} rows (one per source GPU); a given matrix "
+                                f"is timed for at most {MAX_MATRIX_GPUS} GPUs, give a smaller EP group's matrix")
+        if _field_count(line, sep) > MAX_MATRIX_GPUS:
+            raise ScenarioError(f"matrix: {where} has over {MAX_MATRIX_GPUS} values in line {r} (one per destination "
+                                f"GPU); a given matrix is timed for at most {MAX_MATRIX_GPUS} GPUs, give a smaller one")
         lines.append(line)
     if not lines:
         raise ScenarioError(f"matrix: {where} is empty; give one row of bytes per source GPU")
