@@ -116,7 +116,8 @@ def test_the_heat_map_is_the_reports_matrix_in_megabytes(moe):
     assert cells["colorscale"] == "Magma" and cells["colorbar"]["title"]["text"] == "MB per layer call"
     assert fig["layout"]["yaxis"]["autorange"] == "reversed"  # source GPU 0 in the top row
     assert (_title(fig["layout"]["xaxis"]), _title(fig["layout"]["yaxis"])) == ("destination GPU", "source GPU")
-    assert _title(fig["layout"]).startswith(f"deepseek-v3: dispatch, skew {moe.skew.kind} (pair max / median ")
+    skew = f"{moe.skew.kind} {moe.skew.exponent:g}"
+    assert _title(fig["layout"]).startswith(f"deepseek-v3: dispatch, skew {skew} (pair max / median ")
 
 
 def test_the_heat_map_draws_a_line_between_each_two_servers_both_ways(moe):
@@ -231,3 +232,15 @@ def test_only_bars_thinner_than_a_pixel_are_drawn_unsnapped():
     render._unsnap_thin_bars(ax)
     assert [b.get_snap() for b in bars] == [False, None, None]
     plt.close(fig)
+
+
+def test_a_matrix_whose_median_pair_is_zero_says_so_and_no_inf(moe):
+    from stepbudget.a2a.report import moe_report
+    from stepbudget.views.moe import alltoall_table, verdict
+
+    one = np.zeros((16, 16))
+    one[0, 9] = 1e6  # one pair sends, the median pair sends nothing
+    r = moe_report(moe.scenario, matrix=one)
+    assert _title(heatmap_plot(r)["layout"]).endswith("skew measured (median pair is 0)")
+    shown = " ".join([*verdict(r), str(alltoall_table(r).title), *map(str, alltoall_table(r).columns[1]._cells)])
+    assert "inf" not in shown and "1 one-to-one stage," in " ".join(map(str, alltoall_table(r).columns[2]._cells))
