@@ -172,3 +172,25 @@ def test_the_quick_start_main_job_runs():
     # the first Quick start command ends in a bare `stepbudget`: the default scenario's budget
     result = CliRunner().invoke(cli.app, [])
     assert result.exit_code == 0 and "step time" in result.output
+
+
+def _spellings(value: float) -> set[str]:
+    """How a limit may be written on docs/limits.md: 1,024, 1024, 0.001, 1e12, 86,400."""
+    out = {f"{value:g}", f"{value:,g}", f"{value:.0e}".replace("e+", "e").replace("e-0", "e-")}
+    if float(value).is_integer():
+        out |= {f"{int(value):,}", str(int(value))}
+    return out
+
+
+def test_the_limits_page_states_each_limit_as_its_constant_is():
+    import importlib
+
+    rows = [line.split("|")[1:-1] for line in (ROOT / "docs" / "limits.md").read_text().splitlines()
+            if line.startswith("|") and re.search(r"`[\w.]+\.[A-Z_]+`", line.split("|")[-2])]
+    assert len(rows) >= 25
+    for cells in rows:
+        limit, constants = cells[1], re.findall(r"`([\w.]+)\.([A-Z_]+)`", cells[-1])
+        assert constants, cells
+        for module, name in constants:
+            value = getattr(importlib.import_module(f"stepbudget.{module}"), name)
+            assert any(s in limit for s in _spellings(value)), f"{module}.{name} = {value!r}, the page says {limit!r}"
