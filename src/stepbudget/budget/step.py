@@ -167,7 +167,9 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
             want = _phi(setting, 0.0) * T
         hidden.append(np.minimum(want, compute_s))
     total = sum(hidden) if hidden else np.zeros(plan.shape)
-    scale = np.where(total > compute_s, compute_s / np.where(total > 0, total, 1), 1.0)  # one window for all
+    # one window for all; the divisor is the total only where it exceeds the window, so a denormal total (an
+    # overlap of 5e-324) divides nothing by itself
+    scale = np.where(total > compute_s, compute_s / np.where(total > compute_s, total, 1.0), 1.0)
     return [x.time_s - hid * scale for x, hid in zip(xs, hidden)], total * scale
 
 
