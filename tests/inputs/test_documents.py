@@ -9,10 +9,13 @@ from stepbudget.inputs.documents import MAX_DEPTH, MAX_INT_DIGITS, MAX_NODES, Li
 from stepbudget.inputs.scenario import ScenarioError, apply_overrides, load
 
 
-def test_timestamps_stay_text_implicit_or_tagged():
+def test_timestamps_stay_text_and_a_timestamp_tag_is_refused():
     assert read_yaml("source: 2001-02-30\nday: 2001-02-03") == {"source": "2001-02-30", "day": "2001-02-03"}
-    assert read_yaml("name: !!timestamp abc") == {"name": "abc"}
     assert load("llama3-405b", ["source=2001-02-30"]).source == "2001-02-30"
+    with pytest.raises(LimitError, match="a !!timestamp tag on 'abc': no field takes a date; remove the tag"):
+        read_yaml("name: !!timestamp abc")
+    with pytest.raises(ScenarioError, match="^override name: a !!timestamp tag"):
+        apply_overrides({}, ["name=!!timestamp 2001-02-03"])
 
 
 def test_an_explicit_tag_on_text_it_cannot_read_is_a_yaml_error():
@@ -44,12 +47,14 @@ def test_an_alias_bomb_and_a_value_that_contains_itself_are_refused():
     assert read_yaml("a: &a [1, 2]\nb: *a") == {"a": [1, 2], "b": [1, 2]}  # an alias used a few times is fine
 
 
-def test_integers_are_bounded_before_conversion():
+def test_integers_are_bounded_before_conversion_and_named_by_field():
     assert read_yaml("n: " + "9" * MAX_INT_DIGITS) == {"n": int("9" * MAX_INT_DIGITS)}
-    with pytest.raises(LimitError, match="5,000 digits"):
-        read_yaml("n: " + "9" * 5_000)
-    with pytest.raises(ScenarioError, match=r"s.toml: not valid TOML \(a number too long"):
-        read_document("n = " + "9" * 5_000, ".toml", "s.toml")
+    with pytest.raises(ScenarioError, match=f"^layout.pp: an integer of 5,000 digits; at most {MAX_INT_DIGITS}$"):
+        plain(read_yaml("layout:\n  pp: " + "9" * 5_000))
+    with pytest.raises(ScenarioError, match=f"^layout.pp: an integer of 5,000 digits; at most {MAX_INT_DIGITS}$"):
+        load("llama3-405b", ["layout.pp=" + "9" * 5_000])
+    with pytest.raises(ScenarioError, match=r"^s.toml: line 2: pp: a number of 5,000 digits; at most 30 digits$"):
+        read_document("[layout]\npp = " + "9" * 5_000, ".toml", "s.toml")
     with pytest.raises(ScenarioError, match=f"layout.pp: an integer of 100 digits; at most {MAX_INT_DIGITS}"):
         plain({"layout": {"pp": 10**99}})
 

@@ -9,6 +9,7 @@ the expanded size of anchors and aliases, and integer length are bounded before 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
@@ -33,6 +34,14 @@ class LimitError(yaml.YAMLError):
     """A document past one of the bounds above: refused by name, never read as text instead."""
 
 
+class LongInteger(int):
+    """An integer of more digits than MAX_INT_DIGITS, as read: its digit count, not its value (converting it
+    would be slow, or past Python's limit), so that plain() can name the field it was given for."""
+
+    def __new__(cls, digits: int) -> "LongInteger":
+        return super().__new__(cls, digits)
+
+
 class BoundedLoader(yaml.SafeLoader):
     """YAML's safe loader, with a key given twice in one mapping an error, timestamps kept as text,
     and nesting, expanded size and integer length bounded."""
@@ -49,7 +58,7 @@ class BoundedLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise LimitError(f"nested more than {MAX_DEPTH} levels deep")
+                raise LimitError(f"nested more than {MAX_DEPTH} levels deep; flatten it")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -71,13 +80,13 @@ class BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node):
-        digits = sum(c.isdigit() for c in str(node.value))
-        if digits > MAX_INT_DIGITS:
-            raise LimitError(f"an integer of {digits:,} digits; at most {MAX_INT_DIGITS}")
+        count = sum(c.isdigit() for c in str(node.value))
+        if count > MAX_INT_DIGITS:  # not converted: plain() refuses it by the field it sits in
+            return LongInteger(count)
         return super().construct_yaml_int(node)
 
-    def construct_yaml_timestamp(self, node):  # an explicit !!timestamp is read as the text it is
-        return self.construct_scalar(node)
+    def construct_yaml_timestamp(self, node):
+        raise LimitError(f"a !!timestamp tag on {str(node.value)[:40]!r}: no field takes a date; remove the tag")
 
 
 BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
@@ -90,14 +99,15 @@ def _expanded_size(node, sizes: dict[int, int], open_: set[int]) -> int:
     if key in sizes:
         return sizes[key]
     if key in open_:
-        raise LimitError("an anchor refers to itself (a value that contains itself)")
+        raise LimitError("an anchor refers to itself (a value that contains itself); remove the alias")
     open_.add(key)
     children = node.value if isinstance(node, yaml.SequenceNode) else \
         [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
     size = 1 + sum(_expanded_size(child, sizes, open_) for child in children)
     open_.discard(key)
     if size > MAX_NODES:
-        raise LimitError(f"expands to more than {MAX_NODES:,} values (anchors and aliases counted where used)")
+        raise LimitError(f"expands to more than {MAX_NODES:,} values (anchors and aliases counted where used); "
+                         "write the values out")
     sizes[key] = size
     return size
 
@@ -108,7 +118,7 @@ def read_yaml(text: str):
     try:
         return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
-        raise LimitError("nested too deeply to read") from None
+        raise LimitError("nested too deeply to read; flatten it") from None
     except (ValueError, TypeError, AttributeError, LookupError, OverflowError) as e:  # an explicit tag on text it cannot read
         raise yaml.YAMLError(f"a value cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
             from None
@@ -119,15 +129,26 @@ def read_document(text: str, suffix: str, where: str) -> dict[str, Any]:
     kind = "TOML" if suffix == ".toml" else "YAML"
     try:
         data = tomllib.loads(text) if suffix == ".toml" else read_yaml(text)
+    except LimitError as e:  # readable, but past a bound: the message says which and the fix
+        raise ScenarioError(f"{where}: {e}") from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
         raise ScenarioError(f"{where}: not valid {kind} ({str(e).strip().splitlines()[0]}); fix the syntax") from None
     except RecursionError:  # TOML's parser recurses as deep as the text nests
         raise ScenarioError(f"{where}: not valid {kind} (nested too deeply to read); flatten it") from None
     except ValueError:  # tomllib reads an integer past Python's 4,300-digit limit this way
-        raise ScenarioError(f"{where}: not valid {kind} (a number too long to read); give a plain value") from None
+        raise ScenarioError(f"{where}: {_long_number(text)}; at most {MAX_INT_DIGITS} digits") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
     return data
+
+
+def _long_number(text: str) -> str:
+    """Where in a TOML text its first over-long number is: the line, and the key that line sets."""
+    for n, line in enumerate(text.splitlines(), start=1):
+        if run := re.search(r"\d[\d_]{%d,}" % MAX_INT_DIGITS, line):
+            key = line.partition("=")[0].strip() if "=" in line[:run.start()] else "a value"
+            return f"line {n}: {key[:40]}: a number of {sum(c.isdigit() for c in run.group()):,} digits"
+    return "a number too long to read"
 
 
 _PLAIN = (str, int, float, bool, type(None), list, dict)
@@ -141,6 +162,8 @@ def plain(data: object, field: str = "") -> None:
         raise ScenarioError(f"{where[:80]}...: nested more than {MAX_DEPTH} levels deep; flatten it")
     if not isinstance(data, _PLAIN):
         raise ScenarioError(f"{where}: a {type(data).__name__} value; give text, a number, a list or a mapping")
+    if isinstance(data, LongInteger):
+        raise ScenarioError(f"{where}: an integer of {int(data):,} digits; at most {MAX_INT_DIGITS}")
     if isinstance(data, int) and not isinstance(data, bool) and abs(data) >= 10**MAX_INT_DIGITS:
         raise ScenarioError(f"{where}: an integer of {digits(data):,} digits; at most {MAX_INT_DIGITS}")
     if isinstance(data, str):

@@ -267,7 +267,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         try:
             value = read_yaml(text)
         except LimitError as e:
-            raise ScenarioError(f"override {key[:60]}: {e}; give a plain value") from None
+            raise ScenarioError(f"override {key[:60]}: {e}") from None
         except yaml.YAMLError:
             value = text
         if value is None and text.strip() not in ("null", "~"):
