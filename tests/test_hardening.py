@@ -275,6 +275,39 @@ def test_a_subnormal_link_rate_is_one_line(tmp_path):
         assert "--link-rate" in o.stderr, o.stderr
 
 
+# ---------------------------------------------------------------- what the fuzzer found (tests/fuzz)
+
+
+def test_a_subnormal_hbm_efficiency_is_refused_or_timed(tmp_path):
+    # was a TypeError in units.fmt_time and a RuntimeWarning in budget.compute
+    drive(["budget", "deepseek-v3", "--set", "cluster.gpu.kernels.hbm=5e-324"], tmp_path)
+    drive(["budget", "deepseek-v3", "--json", "--set", "cluster.gpu.kernels.hbm=5e-324"], tmp_path)
+
+
+def test_an_empty_npy_is_refused_by_option(tmp_path):
+    # was exit 130 and nothing on stderr: numpy's EOFError read as Ctrl-C by Click
+    (tmp_path / "m.npy").write_bytes(b"")
+    refused(cli(tmp_path, "moe", "deepseek-v3", "--matrix", "m.npy"), "--matrix")
+
+
+def test_a_too_long_matrix_name_says_so_in_words(tmp_path):
+    # was "([Errno 36] File name too long: ...)" inside the line
+    refused(cli(tmp_path, "moe", "deepseek-v3", "--servers", "2", "--gpus-per-server", "2", "--matrix",
+                LONG_NAME + ".npy"), "--matrix")
+
+
+def test_a_switch_buffer_of_nothing_gives_no_warning(tmp_path):
+    # gave "RuntimeWarning: invalid value encountered in divide" (wire.py, 0 B / 0 B/s) on stderr
+    o = drive(["wire", "deepseek-v3", "--converging", "1", "--switch-buffer", "0B"], tmp_path)
+    if o.code == 2:
+        assert "--switch-buffer" in o.stderr or "--converging" in o.stderr, o.stderr
+
+
+def test_a_counter_window_too_short_to_draw_names_the_option(tmp_path):
+    # said "counter window: a 0.001 s window gives 12,569 readings ..." without naming --window
+    refused(cli(tmp_path, "figure", "anim-5.2", "--out", "f.svg", "--window", "1ms"), "--window")
+
+
 # ---------------------------------------------------------------- keys
 
 

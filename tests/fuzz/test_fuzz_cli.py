@@ -170,14 +170,12 @@ its own failures."""
 def _command_test(command: str):
     strategy, weight = COMMANDS[command]
 
-    @fuzz_settings(weight)
-    @given(argv=strategy())
     def test(argv):
         with example_folder() as folder:
             drive(argv, folder)
 
     test.__name__ = test.__qualname__ = f"test_{command}_gives_a_result_or_one_line_naming_the_option"
-    return test
+    return fuzz_settings(weight)(given(argv=strategy())(test))  # named first: hypothesis reports the name
 
 
 for _command in COMMANDS:
