@@ -180,7 +180,8 @@ def test_a_broken_pipe_is_quiet(tmp_path):
         p.wait(timeout=HANG_S)
     finally:
         p.kill()
-    assert p.returncode in (0, -signal.SIGPIPE, 128 + signal.SIGPIPE), (p.returncode, err)
+    # exit 1, quietly, as Click and rich exit on a broken pipe (docs/limits.md); 0 if all of it fit in the pipe
+    assert p.returncode in (0, 1), (p.returncode, err)
     assert err == "", err
 
 

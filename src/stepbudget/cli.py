@@ -41,7 +41,7 @@ FLAGS = {"sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew"
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
          "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
          "link_cv": "--link-jitter", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
-         "link_rate": "--link-rate"}
+         "link_rate": "--link-rate", "counter window": "--window"}
 """The library's parameters, as its messages name them first, and the options that give them here."""
 
 

@@ -189,8 +189,8 @@ def max_burst_for_buffer(buffer_bytes: np.ndarray | float, k: np.ndarray | float
     _require(buffer_bytes >= 0, "buffer_bytes", buffer_bytes, "must be >= 0 bytes")
     _require(k >= 1, "k", k, "the number of converging bursts must be >= 1")
     _require(rate_Bps > 0, "rate_Bps", rate_Bps, "must be > 0 bytes/s")
-    with np.errstate(divide="ignore"):
-        return buffer_bytes / ((k - 1) * rate_Bps)  # T <= Bf / ((k - 1) * R), formulas.md 8.2
+    with np.errstate(divide="ignore", invalid="ignore"):  # k = 1 with no buffer is 0 / 0: still no queue
+        return np.where(k > 1, buffer_bytes / ((k - 1) * rate_Bps), np.inf)  # T <= Bf / ((k - 1) * R), formulas.md 8.2
 
 
 def drain_time(k: np.ndarray | float, burst_s: np.ndarray | float) -> np.ndarray:
