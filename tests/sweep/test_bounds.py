@@ -86,6 +86,8 @@ def test_a_space_past_the_candidate_limit_is_refused_before_any_layout_is_evalua
     with pytest.raises(ScenarioError, match=rf"^gpus: 8,648,640 GPUs split .* more than {MAX_CANDIDATES:,} candidate"):
         search(sc, gpus=8_648_640)
     assert time.perf_counter() - start < 10
+    with pytest.raises(ScenarioError, match=r"^cluster\.gpus: 512 GPUs split .* candidate layouts"):
+        search(sb.load("hpn-gpt3-175b", [*MANY_DIVISORS, "cluster.gpus=512", "layout.dp=8"]))
 
 
 def test_the_shipped_presets_fit_the_candidate_limit_at_their_own_size():

@@ -253,8 +253,9 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
     limit = MAX_CANDIDATES // len(choices)
     found = _structures(scenario, n, tps, cps, pps, limit)
     if len(found.rows) > limit:
+        name = "gpus" if gpus is not None else "cluster.gpus"
         raise ScenarioError(
-            f"gpus: {n:,} GPUs split {model.name}'s heads, sequence, layers{', experts' if model.moe else ''} and "
+            f"{name}: {n:,} GPUs split {model.name}'s heads, sequence, layers{', experts' if model.moe else ''} and "
             f"batch into more than {MAX_CANDIDATES:,} candidate layouts, the most one search evaluates (about half a "
             "minute); search a GPU count with fewer divisors, e.g. a power of two"
         )
