@@ -50,3 +50,4 @@ def test_a_reader_that_stops_reading_gets_a_quiet_exit(args):
 def test_wire_options_past_any_switch_or_counter_are_refused(args, says, tmp_path):
     done = subprocess.run([*ENTRY, *args], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and says in done.stderr
+

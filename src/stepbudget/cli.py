@@ -37,12 +37,14 @@ MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
 switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
 
 
-FLAGS = {"sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
+FLAGS = {"steps x replicas": "--steps x --replicas",
+         "sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
          "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
          "link_cv": "--link-jitter", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
-         "link_rate": "--link-rate", "counter window": "--window"}
-"""The library's parameters, as its messages name them first, and the options that give them here."""
+         "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas"}
+"""The library's parameters, as its messages name them first, and the options that give them here (a longer name
+before a name it starts with: the first that matches is used)."""
 
 
 def flagged(message: str) -> str:
@@ -279,7 +281,7 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
-    from stepbudget.sim.step import Jitter, check_link_rate
+    from stepbudget.sim.step import Jitter, check_draws, check_link_rate
     from stepbudget.views.simulation import step_figure, write_trace
 
     sc = _load(scenario, sets)
@@ -295,12 +297,15 @@ def simulate(
     try:  # the library's bounds, named by their options
         jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
         check_link_rate(link_rate)
+        if steps > 1 or jit.any:  # the tail's draws (api.simulate), before the first simulated step
+            check_draws(steps, replicas or sc.layout.dp)
+        with _progress(not as_json and (steps > 1 or jit.any), "simulating", "pipelines") as bar:
+            result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
+                                  link_cv=jit.link_cv, straggler_p=jit.straggler_p,
+                                  straggler_slowdown=jit.straggler_slowdown, steps=steps, replicas=replicas or None,
+                                  seed=seed, progress=bar)
     except ScenarioError as e:
         fail(str(e))
-    with _progress(not as_json and (steps > 1 or jit.any), "simulating", "pipelines") as bar:
-        result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
-                              link_cv=jit.link_cv, straggler_p=jit.straggler_p, straggler_slowdown=jit.straggler_slowdown,
-                              steps=steps, replicas=replicas or None, seed=seed, progress=bar)
     if trace is not None:
         _save(write_trace, result.value, trace)
     if plot is not None:
