@@ -355,7 +355,9 @@ def problems(o: Outcome, echo: tuple[str, ...] = ()) -> list[str]:
             found.append(why)
     elif o.code == 0 and any(not line.startswith("stepbudget") for line in lines):
         found.append("a line on stderr that is not stepbudget's own (a warning, a library's message)")
-    if words := nonfinite_words(o.stdout, echo + tuple(a for a in o.argv if _PATHLIKE.search(a))):
+    # a --set value is echoed when it is text (--set name=NaN titles the tables "NaN"); a number field refuses it
+    given = tuple(a.partition("=")[2] for a in o.argv if "=" in a and not a.startswith("-"))
+    if words := nonfinite_words(o.stdout, echo + given + tuple(a for a in o.argv if _PATHLIKE.search(a))):
         found.append(f"non-finite numbers on stdout: {sorted(set(words))}")
     if left := partial_files(o.folder):
         found.append(f"files left half-written: {left[:3]}")

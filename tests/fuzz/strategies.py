@@ -9,6 +9,7 @@ cases one user or another has typed; the generated strategies around them fill t
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import json
@@ -278,7 +279,11 @@ class Mutation:
 
 @st.composite
 def mutate(draw, data: dict, raw_texts: tuple[str, ...], text_paths: frozenset[str] = frozenset()) -> Mutation:
-    """Change ``data`` in place one way: delete, rename, replace a value by data or by a raw fragment, nest."""
+    """Change ``data`` in place one way: delete, rename, replace a value by data or by a raw fragment, nest.
+
+    A drawn value is copied before it goes in: a strategy may hand out one shared list or dict, and a later
+    mutation of this file changing it in place would change what the next example draws (hypothesis then
+    reports the strategy as flaky)."""
     paths = leaf_paths(data)
     path = draw(st.sampled_from(paths))
     parent, key = _parent(data, path), path[-1]
@@ -287,14 +292,14 @@ def mutate(draw, data: dict, raw_texts: tuple[str, ...], text_paths: frozenset[s
     dotted = ".".join(str(p) for p in path)
     echo = ()
     if op == "tweak":
-        parent[key] = draw(tweaked(parent[key]))
+        parent[key] = copy.deepcopy(draw(tweaked(parent[key])))
     elif op == "delete":
         del parent[key]
     elif op == "rename" and isinstance(parent, dict):
         new = draw(st.sampled_from((str(key) + "x", str(key).upper(), "", " ", str(key) + " ", "\udc80", "1")))
         parent[new] = parent.pop(key)
     elif op == "value" or (op == "rename"):
-        parent[key] = draw(py_values)
+        parent[key] = copy.deepcopy(draw(py_values))
         if isinstance(parent[key], str) and dotted.replace(".0.", ".") in text_paths:
             echo = (parent[key], *parent[key].split())
     elif op == "raw":
@@ -305,7 +310,7 @@ def mutate(draw, data: dict, raw_texts: tuple[str, ...], text_paths: frozenset[s
         parent[key] = _nested(draw(st.sampled_from((2, 31, 33, 135))))
     else:
         node = parent if isinstance(parent, dict) else data
-        node[draw(st.sampled_from(("nosuch", "base", "model", "x" * 300)))] = draw(py_values)
+        node[draw(st.sampled_from(("nosuch", "base", "model", "x" * 300)))] = copy.deepcopy(draw(py_values))
     return Mutation(f"{op} {dotted}", echo=echo)
 
 
