@@ -1,4 +1,5 @@
-"""The console script and ``python -m stepbudget``: Ctrl-C while the modules still load exits 130 quietly.
+"""The command (bin/stepbudget calls main) and ``python -m stepbudget``: Ctrl-C while the modules still load exits
+130 quietly.
 
 It imports nothing at module level but ``sys``, and ``import stepbudget`` loads nothing (the package's names
 load on first use), so a Ctrl-C at any moment of start-up lands in the ``try`` below, not in a traceback.
