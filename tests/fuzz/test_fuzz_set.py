@@ -42,6 +42,10 @@ def test_a_set_item_gives_a_result_or_one_line_naming_the_field(command):
         drive(argv, folder, echo)
 
 
+WHOLE_SCENARIO_CHECKS = ("layout", "batch", "cluster", "model")
+"""The sections Scenario's own validators name (inputs/scenario.py, Scenario._consistent)."""
+
+
 @fuzz_settings(150)
 @given(st.sampled_from([f for f in schema_fields() if f.kind != "section"]), st.sampled_from(PRESETS),
        st.sampled_from(("2001-02-30", "!!timestamp abc", "[" * 135, "9" * 5000, "5e-324", "1.7e308", "nan", ".inf",
@@ -53,4 +57,7 @@ def test_every_field_takes_the_odd_values_by_name(field, preset, value):
         o = drive(["show", preset, "--set", f"{field.path}={value}"], folder, echo=(value,))
     if o.code == 2:
         top = field.path.split(".")[0]
-        assert field.path in o.stderr or top in o.stderr or "--set" in o.stderr, o.stderr
+        # a value the field takes (-0.0 is 0 MTP layers) may still break a whole-scenario check, which names
+        # the field it checks (layout.pp: 63 layer slots are not divisible by ...)
+        checked = o.stderr.removeprefix("stepbudget: error: ").split(":")[0].split(".")[0] in WHOLE_SCENARIO_CHECKS
+        assert field.path in o.stderr or top in o.stderr or "--set" in o.stderr or checked, o.stderr
