@@ -362,3 +362,11 @@ def test_the_driver_itself_sees_what_it_must(tmp_path):
     found = " | ".join(problems(o))
     assert "2 lines" in found and "non-finite" in found and "half-written" in found
     assert problems(Outcome(("budget",), 1, "", "Traceback (most recent call last):\n", 0.1, tmp_path / "none"))
+
+
+@pytest.mark.parametrize("key", ["", " ", "\t"])
+def test_a_blank_field_name_is_refused_naming_its_section(tmp_path, key):
+    # found by the long fuzz profile: a key renamed to "" gave ": unknown field", naming nothing
+    (tmp_path / "s.yaml").write_text(f"base: llama3-405b\nmodel:\n  {key!r}: 2\n".replace("'", '"'))
+    o = refused(cli(tmp_path, "budget", "s.yaml"), "model")
+    assert o.stderr.startswith(f"stepbudget: error: model: a field named {key!r} is unknown; remove it")

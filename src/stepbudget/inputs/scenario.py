@@ -303,6 +303,9 @@ def _one_line(e: ValidationError) -> str:
     if any(field(x) == loc and "literal['auto']" in map(str, x["loc"]) for x in errors):
         msg = "give a number or 'auto'"  # every branch of this number-or-"auto" field failed
     if err["type"] == "extra_forbidden":
+        *parents, name = [str(p) for p in err["loc"]] or [""]
+        if not name.strip() or not name.isprintable():  # an empty or blank key would leave the line naming nothing
+            return f"{'.'.join(parents) or 'scenario'}: a field named {name!r} is unknown; remove it"
         return f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"
     if err["type"] == "missing":
         return f"{loc}: required field is missing; add it"
