@@ -17,3 +17,16 @@ def doc_pages():
 def doc_text():
     """The README and the docs pages as one text: their command blocks are run by the tests."""
     return "\n".join(p.read_text() for p in doc_pages())
+
+
+def one_line(*args: str) -> str:
+    """Run the command line in-process (CliRunner); it must end in exit 2 and one stderr line, which is returned."""
+    from typer.testing import CliRunner
+
+    from stepbudget.cli import app
+
+    r = CliRunner().invoke(app, list(args))
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("stepbudget: error: "), r.stderr
+    return lines[0]

@@ -12,18 +12,16 @@ from annotated_types import Ge, Gt, Le, Lt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic.fields import FieldInfo
-from typer.testing import CliRunner
+
+from _util import one_line
 
 import stepbudget as sb
 from stepbudget.budget.memory import memory_per_gpu
-from stepbudget.cli import app
 from stepbudget.inputs._types import MAX_COUNT, MIN_EFFICIENCY
 from stepbudget.inputs.hardware import GPU, MAX_OVERSUBSCRIPTION, Cluster, Kernels, Tier
 from stepbudget.inputs.layout import MAX_OPTIMIZER_BYTES, Precision
 from stepbudget.inputs.model import MoE
 from stepbudget.inputs.scenario import ScenarioError
-
-runner = CliRunner()
 
 
 def _bounds(info: FieldInfo) -> tuple[float, float] | None:
@@ -82,14 +80,6 @@ def finite_budget(name: str, sets: list[str]) -> None:
     assert float(b.step_s) > 0 and 0 <= float(b.mfu) < math.inf
 
 
-def refused(*args: str) -> str:
-    r = runner.invoke(app, list(args))
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("stepbudget: error: "), r.stderr
-    return lines[0]
-
-
 def test_every_efficiency_of_the_cluster_has_the_lower_bound():
     shares = {k for k in {**KERNEL_FIELDS, **CLUSTER_FIELDS} if k.split(".")[-1] in (
         "gemm", "gemm_fp8", "attention_fwd", "attention_bwd", "flash2_fwd", "flash2_bwd", "hbm", "clock",
@@ -102,12 +92,12 @@ def test_every_efficiency_of_the_cluster_has_the_lower_bound():
 
 
 def test_a_denormal_nvlink_efficiency_is_one_line_not_nan():
-    line = refused("scale", "llama3-405b", "--set", "cluster.nvlink_efficiency=5e-324")
+    line = one_line("scale", "llama3-405b", "--set", "cluster.nvlink_efficiency=5e-324")
     assert line.startswith("stepbudget: error: cluster.nvlink_efficiency: ") and "0.001" in line
 
 
 def test_a_huge_optimizer_state_is_one_line_not_inf():
-    line = refused("budget", "llama3-405b", "--set", "precision.optimizer_bytes=1.7e308")
+    line = one_line("budget", "llama3-405b", "--set", "precision.optimizer_bytes=1.7e308")
     assert line.startswith("stepbudget: error: precision.optimizer_bytes: ") and "64" in line
 
 
@@ -121,7 +111,7 @@ def test_a_huge_optimizer_state_is_one_line_not_inf():
     ("cluster.gpu.kernels.clock", "5e-324", ["0.001"]),
 ])
 def test_other_extremes_that_overflowed_are_refused_by_name(key, value, words):
-    line = refused("budget", "megascale-175b", "--set", f"{key}={value}")
+    line = one_line("budget", "megascale-175b", "--set", f"{key}={value}")
     assert line.startswith(f"stepbudget: error: {key.split('=')[0]}"), line
     assert all(w in line for w in words), line
 

@@ -9,30 +9,20 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
+
+from _util import one_line
 
 import stepbudget as sb
-from stepbudget.cli import app
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim import TaskGraph, run_graph, transfer
 from stepbudget.sim import step as sim_step
 from stepbudget.sim.step import (MAX_DRAWS, MAX_LINK_RATE, MIN_LINK_RATE, Jitter, check_draws, check_link_rate,
                                  monte_carlo, sim_budget, simulate_step, slowest_of)
 
-runner = CliRunner()
-
 
 @pytest.fixture(scope="module")
 def hpn():
     return sim_budget(sb.load("hpn-gpt3-175b"))
-
-
-def one_line(*args: str) -> str:
-    r = runner.invoke(app, list(args))
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("stepbudget: error: "), r.stderr
-    return lines[0]
 
 
 # --- the link rate -----------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
+
+from _util import one_line
 
 import stepbudget as sb
-from stepbudget.cli import app
 from stepbudget.inputs._types import MAX_COUNT
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep import space
@@ -20,20 +20,10 @@ from stepbudget.sweep.scaling import MAX_RESEARCH_SIZES, MAX_SIZES, check_sizes,
 from stepbudget.sweep.search import search
 from stepbudget.sweep.space import MAX_CANDIDATES, MAX_SEARCH_GPUS, layout_space
 
-runner = CliRunner()
 
 # 720,720 heads and layers and a 1 M-token sequence share most divisors with a highly composite GPU count
 MANY_DIVISORS = ["model.num_heads=720720", "model.num_kv_heads=null", "model.head_dim=128", "model.hidden_size=1441440",
                  "model.num_layers=720720", "model.seq_len=1048576", f"batch.global_batch_seqs={512 * 1441440}"]
-
-
-def one_line(*args: str) -> str:
-    """Run the command line in-process; it must end in exit 2 and one stderr line, which is returned."""
-    r = runner.invoke(app, list(args))
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("stepbudget: error: "), r.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -3,30 +3,22 @@ or not at all.
 
 Every figure is one plotly figure dict, written by the chapter's ``render.write``: HTML through plotly (its
 script embedded, so the file opens offline), PNG or SVG through its own drawing with matplotlib, so that no
-browser is needed. ``_atomic`` writes beside the target and renames over it, so a failed plot never leaves
+browser is needed. ``inputs.files.atomic_write`` writes beside the target and renames over it, so a failed plot never leaves
 half a file where a good one was. The scaling curve is the chapter's Figure 5.4 (views/chapter).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Callable
 
-from stepbudget.inputs.files import atomic_write
 from stepbudget.sweep.scaling import ScaleCurve
 
 FORMATS = (".html", ".png", ".svg")
 
 
-def _atomic(path: Path, write: Callable[[Path], object], option: str = "--plot") -> None:
-    """Write ``path`` through a temporary file beside it (inputs/files.atomic_write), naming ``option``."""
-    atomic_write(path, write, option)
-
-
 def scale_figure(curve: ScaleCurve, path: str | os.PathLike) -> None:
     """Write the scaling curve to ``path`` (.html, .png or .svg) as the chapter's Figure 5.4."""
-    from stepbudget.views.chapter.measured import scaling_figure  # the chapter's figures write through _atomic
+    from stepbudget.views.chapter.measured import scaling_figure  # the chapter's figures write through atomic_write
     from stepbudget.views.chapter.render import write
 
     write(scaling_figure(curve), path, "--plot")

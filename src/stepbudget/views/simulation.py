@@ -12,7 +12,7 @@ from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.step import MonteCarlo, StepResult
 from stepbudget.sim.timeline import trace_events
 from stepbudget.units import fmt_time
-from stepbudget.views.figures import _atomic
+from stepbudget.inputs.files import atomic_write
 
 
 def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | None = None) -> dict:
@@ -97,7 +97,7 @@ def links_table(r: StepResult) -> Table:
 def write_trace(r: StepResult, path: str | os.PathLike) -> None:
     """Chrome / Perfetto trace of the step: one track per stage's compute stream and per link."""
     events = trace_events(r.timeline, stream_names=r.program.stream_names, link_names=r.program.link_names)
-    _atomic(Path(path), lambda tmp: tmp.write_text(json.dumps(events)), option="--trace")
+    atomic_write(Path(path), lambda tmp: tmp.write_text(json.dumps(events)), "--trace")
 
 
 def step_figure(r: StepResult, path: str | os.PathLike) -> None:

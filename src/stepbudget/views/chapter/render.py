@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepbudget.views.figures import _atomic
+from stepbudget.inputs.files import atomic_write
 
 FORMATS = (".html", ".png", ".svg")
 _DASH = {"dot": ":", "dash": "--", "dashdot": "-.", "solid": "-", None: "-"}
@@ -28,10 +28,10 @@ def write(figure: dict, path: str | os.PathLike, option: str = "--out") -> None:
     if path.suffix == ".html":
         import plotly.io as pio
 
-        _atomic(path, lambda tmp: pio.write_html(figure, tmp, include_plotlyjs=True, full_html=True,
+        atomic_write(path, lambda tmp: pio.write_html(figure, tmp, include_plotlyjs=True, full_html=True,
                                                  auto_play=False), option)
     else:
-        _atomic(path, lambda tmp: draw(figure, tmp), option)
+        atomic_write(path, lambda tmp: draw(figure, tmp), option)
 
 
 def _axis_name(ref: str, kind: str) -> str:
