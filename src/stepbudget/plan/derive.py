@@ -6,6 +6,7 @@ gets the same Plan with arrays of that shape: the budget code never knows the di
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -424,4 +425,19 @@ def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_
     rank0 = (first + last) / 2
     middle = np.where(pp >= 4, full, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
-    return np.where(pp == 1, single, busiest)
+    even = np.where(pp == 1, single, busiest)
+    if not sc.layout.uneven_split:
+        return even
+    # a stated split holds for the scenario's own pp; a sweep's other pp values keep the even split
+    stated = _stated_split_s(sc.rank_layers, layer_s, head_fwd + head_bwd, dualpipe)
+    return np.where(pp == sc.layout.pp, stated, even)
+
+
+def _stated_split_s(rank_layers: tuple[int, ...], layer_s: np.ndarray, head_s: np.ndarray,
+                    dualpipe: np.ndarray) -> np.ndarray:
+    """Busiest rank of a stated split: each rank's layers, and the output layer on the last; under DualPipe
+    rank i runs stages i and p-1-i by turns, so it averages them (DSV3 Table 2)."""
+    p = len(rank_layers)
+    stage = [n * layer_s + (head_s if r == p - 1 else 0.0) for r, n in enumerate(rank_layers)]
+    paired = [(stage[i] + stage[p - 1 - i]) / 2 for i in range((p + 1) // 2)]
+    return np.where(dualpipe, functools.reduce(np.maximum, paired), functools.reduce(np.maximum, stage))
