@@ -11,12 +11,15 @@ spread evenly), and the routed experts are assumed balanced over the EP ranks.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from stepbudget import _html
 from stepbudget.budget.pipeline import inflight_microbatches
+from stepbudget.enums import SCHEDULE_CODES, Schedule
 from stepbudget.inputs.model import Model
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.flops import attention_widths
@@ -24,6 +27,7 @@ from stepbudget.plan.memory import (
     activation_bytes_extras,
     activation_bytes_first_stage,
     layer_activation_bytes,
+    logits_activation_bytes,
     model_state_bytes,
     parameter_copies,
 )
@@ -34,7 +38,7 @@ COMPONENTS = ("params", "grads", "optimizer", "gathered", "activations", "extras
 
 @dataclass(frozen=True, repr=False)
 class Memory:
-    """Bytes per GPU on the first pipeline rank; arrays share the plan's shape."""
+    """Bytes per GPU on the busiest pipeline rank (``rank``); arrays share the plan's shape."""
 
     plan: Plan
     params: np.ndarray
@@ -55,6 +59,8 @@ class Memory:
     """Micro-batches' worth of activations in flight at the peak (formulas.md 4)."""
     capacity: float
     """HBM per GPU, bytes."""
+    rank: np.ndarray = dataclasses.field(default_factory=lambda: np.asarray(0))
+    """The pipeline rank these figures are of: the one whose total is largest (0 for an even split)."""
 
     def __repr__(self) -> str:
         return _html.short_repr("Memory", self.plan.scenario.name, total_bytes=self.total, capacity_bytes=self.capacity)
@@ -119,19 +125,68 @@ def first_rank_layers(plan: Plan) -> np.ndarray:
 
 
 def memory_per_gpu(plan: Plan) -> Memory:
-    """Memory of the first pipeline rank (formulas.md 5): model states plus activations."""
+    """Memory of the busiest pipeline rank (formulas.md 5): model states plus activations.
+
+    Even split: the first rank, which holds the most micro-batches in flight. A stated split
+    (``layout.first_stage_layers``/``last_stage_layers``/``stage_layers``): every rank with its own
+    layers and in-flight micro-batches, the first with the embedding, the last with the output layer
+    and one micro-batch's logits; the peak is the largest."""
+    sc = plan.scenario
+    first = _rank_memory(plan, first_rank_layers(plan), inflight_microbatches(plan.schedule, plan.pp,
+                                                                              plan.microbatches, plan.v), 0)
+    if not sc.layout.uneven_split:
+        return first
+    peak = functools.reduce(_larger, [_rank_memory(plan, n, rank_inflight(plan, r), r)
+                                      for r, n in enumerate(sc.rank_layers)])
+    # a stated split holds for the scenario's own pp; a sweep's other pp values keep the even split
+    return _select(plan.pp == sc.layout.pp, peak, first)
+
+
+_RANK_DROP = {Schedule.GPIPE: 0.0, Schedule.ONE_F_ONE_B: 1.0, Schedule.INTERLEAVED_1F1B: 2.0, Schedule.ZB_H1: 1.0,
+              Schedule.ZB_H2: 2.0, Schedule.DUALPIPE: 0.0}
+"""In-flight micro-batches rank r holds fewer than rank 0, per rank of distance: 1F1B and ZB-H1 warm up p-r-1
+forwards (Narayanan21 §2.2.1); interleaved 2(p-r-1) + (v-1)p chunks, 2/v micro-batches less per rank (Megatron
+schedules.py num_warmup_microbatches); ZB-H2 2(p-r)-1 (ZB §2.2); GPipe all m and DualPipe p+1 on every rank
+(DSV3 Table 2)."""
+
+
+def rank_inflight(plan: Plan, rank: int) -> np.ndarray:
+    """Micro-batches' worth of the rank's layers in flight at its peak, capped at m; rank 0 is
+    ``inflight_microbatches``."""
+    peak = inflight_microbatches(plan.schedule, plan.pp, np.inf, plan.v)
+    drop = np.choose(plan.schedule, [_RANK_DROP[s] for s in sorted(SCHEDULE_CODES, key=SCHEDULE_CODES.__getitem__)])
+    per_rank = np.where(plan.schedule == SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B], drop / plan.v, drop)
+    return np.minimum(np.maximum(peak - per_rank * rank, 1.0), plan.microbatches)
+
+
+def _larger(a: Memory, b: Memory) -> Memory:
+    return _select(b.total > a.total, b, a)
+
+
+def _select(take, b: Memory, a: Memory) -> Memory:
+    """Element by element, ``b``'s figures where ``take``, else ``a``'s."""
+    return dataclasses.replace(a, **{f: np.where(take, getattr(b, f), getattr(a, f))
+                                     for f in (*COMPONENTS, "layers", "inflight", "rank")})
+
+
+def _rank_memory(plan: Plan, layers, inflight, rank: int) -> Memory:
+    """Model states and activations of pipeline rank ``rank`` holding ``layers`` transformer layers with
+    ``inflight`` micro-batches' worth of them in flight."""
     sc = plan.scenario
     model, pr, lay, counts = sc.model, sc.precision, sc.layout, plan.counts
     L, h, V = model.num_layers, model.hidden_size, model.vocab_size
-    layers = first_rank_layers(plan)
     copies = parameter_copies(plan.schedule)  # DualPipe holds stage i and stage p-1-i, DSV3 Table 2
+    is_first, is_last = rank == 0, rank == sc.layout.pp - 1 and rank > 0
 
     # parameters of one layer: attention, dense/shared MLP and router averaged over layers; routed experts apart
     layer_dense = (counts.params_total - counts.params_embedding - counts.params_routed_experts) / L
     moe_share = model.moe_layers / L
     layer_expert = moe_share * counts.params_moe_layer_routed
     head = np.where((plan.pp == 1) | (copies == 2), 0 if model.tied_embeddings else V * h, 0)  # last stage's LM head
-    psi_dense = copies * layers * layer_dense / plan.tp + (V * h + head) / plan.tp  # embedding is vocab-parallel
+    # the first rank holds the embedding (and the head where it is also the last); a later last rank the head,
+    # a copy of the embedding when tied (Megatron keeps both ends' word embeddings)
+    ends = (V * h + head) if is_first else (V * h if is_last else 0.0)
+    psi_dense = copies * layers * layer_dense / plan.tp + ends / plan.tp  # embedding and head are vocab-parallel
     psi_expert = copies * layers * layer_expert / (plan.ep * plan.expert_tp)
     gathered_layers = np.where(plan.reshard, 2, layers)  # prefetch keeps 2; without reshard all stay gathered
     state = {
@@ -148,13 +203,16 @@ def memory_per_gpu(plan: Plan) -> Memory:
         )
     }
     s = model.seq_len / plan.cp
-    inflight = inflight_microbatches(plan.schedule, plan.pp, plan.microbatches, plan.v)
     per_layer = layer_activation_bytes(
         s, plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, lay.flash_attention,
         s_kv=model.seq_len, **layer_widths(model),
     )
-    extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel, inflight,
-                                     dropout=model.dropout)
+    if is_first:
+        extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel,
+                                         inflight, dropout=model.dropout)
+    else:  # only the last rank holds the output layer: one micro-batch's logits, then its backward starts
+        extras = np.where(is_last, logits_activation_bytes(s, plan.micro_batch, h, V, plan.tp,
+                                                           plan.sequence_parallel), 0.0)
     d, e = state["dense"], state["expert"]
     return Memory(
         plan=plan,
@@ -162,7 +220,8 @@ def memory_per_gpu(plan: Plan) -> Memory:
         gathered=d.gathered + e.gathered,
         # the per-layer counts assume BF16 activations
         activations=activation_bytes_first_stage(per_layer, layers, inflight) * pr.saved_activations / 2,
-        extras=extras,
-        layers=layers, inflight=inflight,
+        extras=extras * np.ones_like(per_layer),
+        layers=np.asarray(layers) * np.ones_like(plan.pp), inflight=inflight,
         capacity=float(sc.cluster.gpu.hbm_bytes),
+        rank=np.full(np.shape(plan.pp), rank),
     )

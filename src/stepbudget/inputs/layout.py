@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -11,6 +11,8 @@ from stepbudget.enums import AttentionKernel, Axis, CPKind, DataParallel, EPKind
 from stepbudget.inputs._types import MAX_COUNT, Count, Degree, ElementBytes, Frozen
 
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
+StageLayers = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+"""Layers of one pipeline stage: 0 or more (a stage may hold only the embedding or the loss)."""
 MAX_OPTIMIZER_BYTES = 64.0
 """Most optimizer bytes per parameter (ZeRO's K): mixed-precision Adam keeps 12 (FP32 master and two FP32
 moments), an FP64 master with FP64 moments 24; 64 leaves room for any optimizer's extra state."""
@@ -84,6 +86,17 @@ class Layout(Frozen):
     """Count the embedding as one layer slot of the first stage (Megatron flag of that name)."""
     loss_in_pipeline_split: bool = False
     """Count the LM head and loss as one layer slot of the last stage (Megatron flag)."""
+    first_stage_layers: StageLayers | None = None
+    """Transformer layers of the first pipeline rank, all its chunks together (Megatron's
+    ``decoder_first_pipeline_num_layers``); the ranks without a stated count split the rest evenly.
+    null: an even split."""
+    last_stage_layers: StageLayers | None = None
+    """Transformer (and MTP) layers of the last pipeline rank, all its chunks together (Megatron's
+    ``decoder_last_pipeline_num_layers``). null: an even split."""
+    stage_layers: tuple[StageLayers, ...] | None = None
+    """Layers of every pipeline stage, first to last (torchtitan's per-stage lists, Megatron's
+    ``pipeline_model_parallel_layout``): pp*virtual_stages entries, virtual stage j on rank j mod pp,
+    or pp entries, one per rank; they add up to the model's layers plus its MTP layers. null: an even split."""
 
     @field_validator("dp_bucket_params")
     @classmethod
@@ -112,6 +125,26 @@ class Layout(Frozen):
         if self.schedule == Schedule.DUALPIPE and self.pp % 2:
             raise ValueError(f"layout.pp: DualPipe needs an even number of stages, got pp = {self.pp}")
         return self
+
+    @model_validator(mode="after")
+    def _split_is_one_kind(self) -> "Layout":
+        # Megatron refuses uneven first/last stages beside the embedding/loss slots (transformer_block.py
+        # get_num_layers_to_build), and an explicit list leaves nothing for first/last to say
+        uneven = self.first_stage_layers is not None or self.last_stage_layers is not None
+        flags = self.embedding_in_pipeline_split or self.loss_in_pipeline_split
+        if (uneven or self.stage_layers is not None) and flags:
+            field = "stage_layers" if self.stage_layers is not None else "first_stage_layers"
+            raise ValueError(f"layout.{field}: an uneven split places the embedding and loss itself; set "
+                             "embedding_in_pipeline_split and loss_in_pipeline_split to false")
+        if uneven and self.stage_layers is not None:
+            raise ValueError("layout.stage_layers: give either stage_layers or first_stage_layers/last_stage_layers, "
+                             "not both")
+        return self
+
+    @property
+    def uneven_split(self) -> bool:
+        """Whether the layout states its own split of the layers over the stages."""
+        return self.stage_layers is not None or self.first_stage_layers is not None or self.last_stage_layers is not None
 
     @property
     def expert_tp_degree(self) -> int:

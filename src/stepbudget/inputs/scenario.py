@@ -82,13 +82,45 @@ class Scenario(Frozen):
                 f"layout.cp: seq_len {m.seq_len} must split into 2*cp = {2 * lay.cp} equal chunks for causal balance; "
                 "choose cp so that seq_len is divisible by 2*cp"
             )
-        slots = self.pipeline_slots
-        chunks = lay.pp * lay.virtual_stages
-        if slots % chunks:
+        if lay.stage_layers is not None:
+            self._check_stage_list()
+        elif lay.uneven_split:
+            self._check_first_last()
+        elif self.pipeline_slots % (lay.pp * lay.virtual_stages):
             raise ValueError(
-                f"layout.pp: {slots} layer slots are not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
-                "choose degrees that divide the layers (or count embedding/loss in the pipeline split)"
+                f"layout.pp: {self.pipeline_slots} layer slots are not divisible by pp*virtual_stages = "
+                f"{lay.pp}*{lay.virtual_stages}; choose degrees that divide the layers, count embedding/loss in the "
+                "pipeline split, or give layout.first_stage_layers/last_stage_layers or layout.stage_layers"
             )
+
+    def _check_stage_list(self) -> None:
+        """An explicit split names every stage (or every rank) and places every layer."""
+        lay, layers = self.layout, self.model.num_layers + self.model.mtp_layers
+        stages = cast(tuple[int, ...], lay.stage_layers)
+        chunks = lay.pp * lay.virtual_stages
+        if len(stages) not in (chunks, lay.pp):
+            raise ValueError(f"layout.stage_layers: {len(stages)} entries for pp*virtual_stages = {lay.pp}*"
+                             f"{lay.virtual_stages}; give {chunks} (one per virtual stage) or {lay.pp} (one per rank)")
+        if sum(stages) != layers:
+            raise ValueError(f"layout.stage_layers: the entries add up to {sum(stages)}, but the model has {layers} "
+                             "layers (transformer and MTP); make them add up to that")
+
+    def _check_first_last(self) -> None:
+        """Megatron's uneven split: the stated first/last ranks, the other ranks evenly, every rank's layers a
+        multiple of the chunks (transformer_block.py get_num_layers_to_build)."""
+        lay, layers = self.layout, self.model.num_layers + self.model.mtp_layers
+        named = "first_stage_layers" if lay.first_stage_layers is not None else "last_stage_layers"
+        if lay.pp == 1:
+            raise ValueError(f"layout.{named}: an uneven split needs pp >= 2; unset it or raise layout.pp")
+        stated = [n for n in (lay.first_stage_layers, lay.last_stage_layers) if n is not None]
+        rest, ranks = layers - sum(stated), lay.pp - len(stated)
+        if rest < 0 or (ranks == 0 and rest) or (ranks and rest % ranks):
+            raise ValueError(f"layout.{named}: the other {ranks} ranks cannot split the {rest} layers left of {layers} "
+                             f"evenly; choose first/last stage layers that leave a multiple of {max(ranks, 1)}")
+        v = lay.virtual_stages
+        if v > 1 and any(n % v for n in self.rank_layers):
+            raise ValueError(f"layout.{named}: with virtual_stages = {v} each rank's layers must be a multiple of {v} "
+                             f"(Megatron), got {list(self.rank_layers)}; choose other counts or give layout.stage_layers")
 
     def _check_selective_op(self) -> None:
         m, lay = self.model, self.layout
@@ -158,6 +190,28 @@ class Scenario(Frozen):
         """Layer slots the pipeline splits: transformer and MTP layers, plus embedding and loss where they take one."""
         lay = self.layout
         return self.model.num_layers + self.model.mtp_layers + lay.embedding_in_pipeline_split + lay.loss_in_pipeline_split
+
+    @property
+    def rank_layers(self) -> tuple[int, ...]:
+        """Transformer and MTP layers of each pipeline rank, all its chunks together, first rank first.
+
+        Even split: ``pipeline_slots / pp`` each, less the embedding's slot on the first rank and the loss's
+        on the last. ``first_stage_layers``/``last_stage_layers``: those ranks as stated, the others evenly.
+        ``stage_layers``: virtual stage j on rank j mod pp (Megatron's interleaving order)."""
+        lay, layers = self.layout, self.model.num_layers + self.model.mtp_layers
+        pp = lay.pp
+        if lay.stage_layers is not None:
+            return tuple(sum(lay.stage_layers[r::pp]) for r in range(pp))
+        if pp == 1:
+            return (layers,)
+        if lay.uneven_split:
+            first, last = lay.first_stage_layers, lay.last_stage_layers
+            ranks = pp - (first is not None) - (last is not None)
+            middle = (layers - (first or 0) - (last or 0)) // max(ranks, 1)
+            return (middle if first is None else first,) + (middle,) * (pp - 2) + (middle if last is None else last,)
+        per = self.pipeline_slots // pp
+        e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
+        return (per - e,) + (per,) * (pp - 2) + (per - l_,)
 
     @property
     def ep_forwards(self) -> bool:
