@@ -45,7 +45,8 @@ class Budget:
     contention_s: np.ndarray
     """Compute time lost to the SMs that overlapped communication kernels hold (plan.comm_sm_share)."""
     step_overhead_s: np.ndarray
-    """The scenario's fixed cost per step (cluster.step_overhead_s); 0 inside a whole-step rate."""
+    """Costs per step beyond the terms above: cluster.step_overhead_s and the calibration profile's
+    (plan/calibration.py); 0 inside a whole-step rate."""
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
@@ -188,7 +189,7 @@ def estimate(plan: Plan) -> Budget:
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
     contention = plan.comm_sm_share * hidden
-    overhead = np.full(plan.shape, 0.0 if in_rate else float(plan.scenario.cluster.step_overhead_s))
+    overhead = np.zeros(plan.shape) if in_rate else plan.overhead_s * np.ones(plan.shape)
     if in_rate:
         # the measured rate already contains the bubble, the critical-path exchanges and SM sharing
         exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]

@@ -137,6 +137,9 @@ class Cluster(Frozen):
     """Latency per collective step over the network (NCCL tuning.cc, Ring/Simple NET hw latency)."""
     tiers: tuple[Tier, ...] = ()
     """Tiers above the leaf switches, innermost first."""
+    profile: str = "none"
+    """The calibration profile the operator model runs with: ``none`` (the default: the model as built), a
+    shipped profile's name (``stepbudget calibrate`` docs list them) or a profile file's path."""
     step_overhead_s: Seconds = 0.0
     """Time every step pays beyond the budget's terms (host work and synchronisation at the step's
     edges), added to a kernel-scope step. 0 by default: no source breaks it down. Measured
@@ -153,6 +156,14 @@ class Cluster(Frozen):
                                  "or give its figures")
             return figures
         return v
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: str) -> str:
+        from stepbudget.inputs.profiles import load_profile
+
+        load_profile(v)  # refused here, by name, rather than when the plan is derived
+        return v.strip() or "none"
 
     @model_validator(mode="after")
     def _shape(self) -> "Cluster":

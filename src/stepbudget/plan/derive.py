@@ -18,6 +18,8 @@ from stepbudget.inputs.model import Model
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
+from stepbudget.inputs.profiles import NO_PROFILE, Profile
+from stepbudget.plan.calibration import microbatch_slots, overhead_s, profile_of, routed_token_layers
 from stepbudget.plan.memory import parameter_copies
 from stepbudget.plan.operators import (Op, attention_kernels, head_ops, layer_ops, layer_times, op_sac_again,
                                        optimizer_s)
@@ -97,6 +99,10 @@ class Plan:
     """Optimizer step time inside the compute time (operator model only)."""
     comm_sm_share: float = 0.0
     """Share of the SMs overlapped communication kernels hold (overlap.comm_sm_share, "auto" resolved)."""
+    overhead_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
+    """Costs a step pays beyond the budget's terms: cluster.step_overhead_s and the profile's (plan/calibration.py)."""
+    profile: Profile = NO_PROFILE
+    """The calibration profile the operator model's rate and costs carry (none for a stated rate)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -245,8 +251,13 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     counts = model_counts(model, scenario.flops.convention)
     work = _work(scenario, counts, lay)
     rate = _rate(scenario, lay, work)
+    profile = profile_of(scenario, rate.source)
+    scale = profile.gemm_scale(cl.gpu.name)  # the stack's sustained rate against the operator model's
     q, tier = _geometry(scenario, lay, work.dp_group, work.expert_dp_group)
     layers_per_gpu = model.num_layers / lay.pp
+    moe_layers_per_gpu = model.moe_layers / lay.pp
+    dispatch = lay.micro_batch * model.seq_len / (lay.cp * lay.tp)  # Plan.dispatch_tokens
+    routed = routed_token_layers(scenario, work.microbatches, dispatch, moe_layers_per_gpu)
     copies = parameter_copies(lay.schedule)  # DualPipe ranks hold two stages' parameters (budget/traffic.py)
     return Plan(
         scenario=scenario,
@@ -257,7 +268,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         microbatches=work.microbatches,
         tokens_per_step=work.tokens_per_step,
         layers_per_gpu=layers_per_gpu,
-        moe_layers_per_gpu=model.moe_layers / lay.pp,
+        moe_layers_per_gpu=moe_layers_per_gpu,
         params_dense_per_gpu=work.params_dense_per_gpu,
         params_expert_per_gpu=work.params_expert_per_gpu,
         dp_group=work.dp_group,
@@ -268,7 +279,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
                                  work.dp_group),
         model_flops_per_gpu=work.model_flops_per_gpu,
         hardware_flops_per_gpu=work.hardware_flops_per_gpu,
-        flops_rate=rate.flops_rate,
+        flops_rate=rate.flops_rate * scale,
         peak_flops=float(cl.gpu.peak_bf16_flops),
         rate_scope=cl.rate_scope,
         nvlink_Bps=cl.nvlink_Bps * cl.nvlink_efficiency,
@@ -280,7 +291,9 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         rate_source=rate.source,
         comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, rate.source),
         operators=rate.operators,
-        optimizer_s=rate.optimizer_s,
+        optimizer_s=rate.optimizer_s / scale,
+        overhead_s=overhead_s(scenario, profile, microbatch_slots(work.microbatches, lay.pp), routed),
+        profile=profile,
     )
 
 
