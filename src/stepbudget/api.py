@@ -152,6 +152,10 @@ class ValidationResult(Result):
     """``validate``: predicted against published runs."""
 
 
+class CalibrationResult(Result):
+    """``calibrate``: a profile fitted to measured runs, with its in-sample and cross-validated error."""
+
+
 class SimulationResult(Result):
     """``simulate``: one step task by task, and the tail over replicas when jittered."""
 
@@ -263,24 +267,60 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
                         lambda d: f"{len(d['variants'])} variants of {ref}")
 
 
-def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
-             progress: Progress | None = None) -> ValidationResult:
+def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *, profile: str | None = None,
+             strict: bool = False, progress: Progress | None = None) -> ValidationResult:
     """Every published run in ``runs`` (one runs file or several; default: the shipped one) predicted by the model,
-    against what was measured, with a summary per source."""
+    against what was measured, with a summary per source. With ``profile``, also calibrated by it, side by side."""
+    from stepbudget.inputs.profiles import load_profile
+    from stepbudget.validation.compare import summaries_of
     from stepbudget.validation.compare import validate as run_validate
     from stepbudget.views.validation import runs_table, skipped_lines, summary_table, validation_dict
 
-    paths = None if runs is None else [os.fspath(runs)] if isinstance(runs, (str, os.PathLike)) else \
-        [os.fspath(r) for r in runs]
-    rows, summaries = run_validate(paths, progress=progress)
+    rows, summaries = run_validate(_run_paths(runs), progress=progress, strict=strict, profile=profile)
+    calibrated = summaries_of([r.calibrated() for r in rows]) if profile is not None else None
+    label = load_profile(profile).label if profile is not None else "none"
     skipped = skipped_lines(rows)
-    return ValidationResult(rows, lambda: validation_dict(rows, summaries),
-                            lambda: [runs_table(rows), summary_table(summaries),
+    return ValidationResult(rows, lambda: validation_dict(rows, summaries, calibrated, label),
+                            lambda: [runs_table(rows, profile and label), summary_table(summaries, calibrated, label),
                                      *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []),
-                                     *(f"  {line}" for line in skipped)],
+                                     *(f"  {line}" for line in skipped), f"profile: {label}"],
                             lambda d: [{k: v for k, v in r.items() if k != "assumptions"} for r in d["runs"]],
                             lambda d: f"{d['summary']['n']} runs predicted, median |error| "
-                                      f"{d['summary']['median_abs_error']:.1%}", {"summaries": summaries})
+                                      f"{d['summary']['median_abs_error']:.1%}",
+                            {"summaries": summaries, "calibrated_summaries": calibrated})
+
+
+def _run_paths(runs: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str] | None:
+    return None if runs is None else [os.fspath(runs)] if isinstance(runs, (str, os.PathLike)) else \
+        [os.fspath(r) for r in runs]
+
+
+def calibrate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+              params: Sequence[str] = ("gemm_scale", "step_s", "microbatch_s", "routed_token_s"),
+              group_by: str = "none", out: str | os.PathLike | None = None, name: str | None = None,
+              bootstrap: int = 200, strict: bool = False, command: str = "",
+              progress: Progress | None = None) -> CalibrationResult:
+    """A calibration profile fitted to the measured runs of ``runs`` (default: the shipped file): ``params`` by
+    robust least squares, one profile per group (``group_by``: none, gpu or framework), each reported in-sample
+    and leave-one-source-out cross-validated. With ``out``, each profile whose cross-validated error is no worse
+    than the uncalibrated model's is written there (``STEM-GROUP.yaml`` when grouped)."""
+    from stepbudget.validation.compare import validate as run_validate
+    from stepbudget.validation.fit import calibrate as run_calibrate
+    from stepbudget.validation.profile_files import write_profiles
+    from stepbudget.views.calibration import calibration_dict, calibration_tables
+
+    if bootstrap < 0 or bootstrap > 10_000:
+        raise ValueError(f"bootstrap: {bootstrap}; give 0 to 10,000 resamples")
+    paths = _run_paths(runs)
+    rows, _ = run_validate(paths, strict=strict)
+    fits = run_calibrate([r.case for r in rows], params, by=group_by, rounds=bootstrap, progress=progress)
+    written, refused = write_profiles(fits, out, name, paths, command) if out is not None else ([], None)
+    return CalibrationResult(fits, lambda: calibration_dict(fits, written, refused),
+                             lambda: calibration_tables(fits, written, refused),
+                             lambda d: [{"group": g["group"], **r} for g in d["groups"] for r in g["runs"]],
+                             lambda d: ", ".join(f"{g['group']}: CV median "
+                                                 f"{g['error']['cross_validated']['median_abs_error']:.1%}"
+                                                 for g in d["groups"]), {"written": written, "refused": refused})
 
 
 def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), contention: bool = True,

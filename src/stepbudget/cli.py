@@ -26,6 +26,8 @@ console = _probe if _probe.is_terminal else Console(width=150)  # pipes get full
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: section.field=value (repeatable).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 ScenarioArg = Annotated[str, typer.Argument(help="Preset name or path to a YAML/TOML scenario.")]
+ProfileOpt = Annotated[Optional[str], typer.Option(
+    "--profile", help="Calibration profile: none, a shipped name (stepbudget profiles) or a file calibrate wrote.")]
 
 
 MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
@@ -37,7 +39,7 @@ MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
 switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
 
 
-FLAGS = {"steps x replicas": "--steps x --replicas",
+FLAGS = {"group_by": "--group-by", "params": "--params", "bootstrap": "--bootstrap", "steps x replicas": "--steps x --replicas",
          "sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
          "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
@@ -66,6 +68,11 @@ def _varied(text: str, parse: Callable[[str], tuple[str, ...]]) -> tuple[str, ..
 def fail(message: str) -> NoReturn:
     print(f"stepbudget: error: {flagged(message)}", file=sys.stderr)
     raise typer.Exit(2)
+
+
+def _profiled(sets: list[str] | None, profile: str | None) -> list[str] | None:
+    """``--profile X`` is ``--set cluster.profile=X``, after the other overrides."""
+    return sets if profile is None else [*(sets or []), f"cluster.profile={profile}"]
 
 
 def _load(scenario: str, sets: list[str] | None):
@@ -131,21 +138,26 @@ def presets() -> None:
 
 
 @app.command()
-def show(scenario: ScenarioArg, sets: Sets = None) -> None:
+def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None) -> None:
     """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML: what budget evaluates."""
+    sets = _profiled(sets, profile)
     sc, _ = _carried(scenario, sets)
     print(yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False, width=110), end="")
 
 
 @app.command()
-def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
+def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
+           as_json: AsJson = False) -> None:
     """Step-time budget: compute, bubble, bytes and time per dimension, exposure, MFU, roofline."""
+    sets = _profiled(sets, profile)
     _budget(scenario, sets, as_json)
 
 
 @app.command()
-def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json: AsJson = False) -> None:
+def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
+           as_json: AsJson = False) -> None:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
+    sets = _profiled(sets, profile)
     _show(as_json, api.memory(_load(scenario, sets)))
 
 
@@ -153,12 +165,14 @@ def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, as_json:
 def search(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
+    profile: ProfileOpt = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPU count to search (default: the scenario's).")] = None,
     top: Annotated[int, typer.Option("--top", help="How many of the fastest layouts to print.")] = 10,
     out: Annotated[Optional[str], typer.Option("--out", help="Write every evaluated layout to this Parquet file.")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Every valid layout for the model, cluster and batch: drop what does not fit, rank by step time."""
+    sets = _profiled(sets, profile)
     sc = _load(scenario, sets)
     if gpus is not None and gpus < 1:
         fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
@@ -181,6 +195,7 @@ def scale(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     gpus: Annotated[str, typer.Option("--gpus", help="Comma-separated GPU counts, e.g. 8192,16384,32768.")] = "",
     sets: Sets = None,
+    profile: ProfileOpt = None,
     weak: Annotated[bool, typer.Option(
         "--weak", help="Keep the batch per replica (weak scaling), not the global batch.")] = False,
     research: Annotated[bool, typer.Option("--research", help="Search the best layout again at each size.")] = False,
@@ -188,6 +203,7 @@ def scale(
     as_json: AsJson = False,
 ) -> None:
     """Strong (or weak) scaling: compute, DP time, communication share, exposed share and MFU per size."""
+    sets = _profiled(sets, profile)
     from stepbudget.sweep.scaling import parse_gpus
 
     sc = _load(scenario, sets)
@@ -213,9 +229,11 @@ def whatif(
     chapter: Annotated[bool, typer.Option(
         "--chapter", help="Add the chapter's cases (HBM, batch, MoE, 128K, NIC, NVLink, GPU).")] = False,
     sets: Sets = None,
+    profile: ProfileOpt = None,
     as_json: AsJson = False,
 ) -> None:
     """Compare variants of a scenario side by side, with each one's traffic matrix."""
+    sets = _profiled(sets, profile)
     from stepbudget.sweep.whatif import CHAPTER_CASES, parse_vary
 
     if not vary and not chapter:
@@ -237,6 +255,8 @@ def validate(
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write Figure 5.5 to FILE.html, FILE.png or FILE.svg.")] = None,
     explain: Annotated[Optional[str], typer.Option(
         "--explain", help="One run's budget instead: what it became, what was assumed, where its time goes.")] = None,
+    profile: ProfileOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed run (exit 2).")] = False,
     as_json: AsJson = False,
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
@@ -247,7 +267,7 @@ def validate(
     _check_plot(plot)
     if explain is not None:
         try:
-            row, b = run_explain(runs or None, explain)
+            row, b = run_explain(runs or None, explain, profile=profile)
         except ScenarioError as e:
             fail(str(e))
         _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [*explain_lines(row), *budget_tables(b)])
@@ -256,7 +276,7 @@ def validate(
         if runs and not all(r.strip() for r in runs):
             fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
         with _progress(not as_json, "predicting", "runs") as bar:
-            result = api.validate(runs or None, progress=bar)
+            result = api.validate(runs or None, profile=profile, strict=strict, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
@@ -265,9 +285,54 @@ def validate(
 
 
 @app.command()
+def calibrate(
+    runs: Annotated[Optional[list[str]], typer.Option(
+        "--runs", help="Measured runs in the schema of the shipped published_runs.yaml; give it again for more files.")] = None,
+    params: Annotated[str, typer.Option(
+        "--params", help="Parameters to fit, comma-separated: gemm_scale, step_s, microbatch_s, routed_token_s.")]
+    = "gemm_scale,step_s,microbatch_s,routed_token_s",
+    group_by: Annotated[str, typer.Option("--group-by", help="One profile per: none, gpu or framework.")] = "none",
+    out: Annotated[Optional[str], typer.Option("--out", help="Write the profile here (PROFILE.yaml; grouped: "
+                                                             "PROFILE-GROUP.yaml each).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="The profile's name (default: --out's stem).")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Resamples behind each interval (0: none).")] = 200,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed run (exit 2).")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Fit a calibration profile to measured runs; report in-sample and leave-one-source-out error."""
+    _check_out(out, (".yaml", ".yml"), "--out")
+    if runs and not all(r.strip() for r in runs):
+        fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
+    command = " ".join(["stepbudget calibrate", *(f"--runs {r}" for r in runs or []), f"--params {params}",
+                        f"--group-by {group_by}", *([f"--out {out}"] if out else [])])
+    try:
+        with _progress(not as_json, "fitting", "steps") as bar:
+            result = api.calibrate(runs or None, params=params.split(","), group_by=group_by, out=out, name=name,
+                                   bootstrap=bootstrap, strict=strict, command=command, progress=bar)
+    except ScenarioError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(str(e))
+    _show(as_json, result)
+    if result.refused and out is not None:
+        raise typer.Exit(1)  # the tables (or the JSON's "refused") said which profile and why
+
+
+@app.command()
+def profiles() -> None:
+    """List the shipped calibration profiles, with their cross-validated error."""
+    from stepbudget.inputs.profiles import load_profile, shipped_profiles
+
+    for name in shipped_profiles():
+        p = load_profile(name)
+        console.print(f"[bold]{name:<20}[/bold] {p.label}  {p.document.get('description', '')}")
+
+
+@app.command()
 def simulate(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
+    profile: ProfileOpt = None,
     jitter: Annotated[float, typer.Option("--jitter", help="Coefficient of variation of each compute task's time.")] = 0.0,
     link_jitter: Annotated[float, typer.Option("--link-jitter", help="Coefficient of variation of each link's rate.")] = 0.0,
     straggler: Annotated[str, typer.Option("--straggler", help="P[xSLOWDOWN]: chance a stage straggles, e.g. 0.01x1.5.")] = "0",
@@ -281,6 +346,7 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
+    sets = _profiled(sets, profile)
     from stepbudget.sim.step import Jitter, check_draws, check_link_rate
     from stepbudget.views.simulation import step_figure, write_trace
 
@@ -317,6 +383,7 @@ def simulate(
 def wire(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
+    profile: ProfileOpt = None,
     steps: Annotated[int, typer.Option("--steps", help="Steps of NIC rate to show.")] = 4,
     window: Annotated[str, typer.Option("--window", help="Counter poll interval, e.g. 15s.")] = "15s",
     converging: Annotated[int, typer.Option("--converging", help="Bursts that converge on one switch port.")] = 2,
@@ -325,6 +392,7 @@ def wire(
     as_json: AsJson = False,
 ) -> None:
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
+    sets = _profiled(sets, profile)
     from stepbudget.units import parse
     from stepbudget.views.wire import wire_figure
 
@@ -356,6 +424,7 @@ def wire(
 def moe(
     scenario: ScenarioArg = "deepseek-v3",
     sets: Sets = None,
+    profile: ProfileOpt = None,
     skew: Annotated[str, typer.Option(
         "--skew", help="uniform, zipf:S (pairs, FAST's benchmark) or experts:S (hot experts).")] = "uniform",
     servers: Annotated[Optional[int], typer.Option(
@@ -367,6 +436,7 @@ def moe(
     as_json: AsJson = False,
 ) -> None:
     """MoE all-to-all: hiding ratio, one layer's traffic matrix, plain against FAST-style schedule."""
+    sets = _profiled(sets, profile)
     from stepbudget.a2a.report import load_matrix
     from stepbudget.views.moe import heatmap
 
@@ -398,6 +468,7 @@ def figure(
     scenario: Annotated[Optional[str], typer.Argument(
         help="Preset name or path to a YAML/TOML scenario (default: the chapter's).")] = None,
     sets: Sets = None,
+    profile: ProfileOpt = None,
     out: Annotated[Optional[str], typer.Option("--out", help="Write FILE.html (interactive), FILE.png or FILE.svg.")] = None,
     lang: Annotated[str, typer.Option("--lang", help="Language of the figure's text: en or zh-Hant.")] = "en",
     window: Annotated[Optional[str], typer.Option(
@@ -405,6 +476,7 @@ def figure(
     listing: Annotated[bool, typer.Option("--list", help="List the figures, one line each.")] = False,
 ) -> None:
     """One of the chapter's figures or animations, from the library's numbers, as a file."""
+    sets = _profiled(sets, profile)
     from stepbudget.views.chapter import FIGURES, build
     from stepbudget.views.chapter.render import FORMATS, write
     from stepbudget.views.i18n import LANGS

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -66,8 +67,28 @@ def shipped_runs_text() -> str:
     return (resources.files("stepbudget.validation") / SHIPPED).read_text(encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class Malformed:
+    """A run of a runs file that cannot be read: listed as not predicted, with what to fix."""
+
+    id: str
+    """The run's id, or ``runs[i]`` when it has none."""
+    message: str
+    """One line naming the field and the fix (``RunError``'s message)."""
+
+
 def load_runs(path: str | Path | None = None) -> list[dict]:
-    """The runs of ``path`` (default: the shipped file), each checked for the fields a prediction needs."""
+    """The runs of ``path`` (default: the shipped file), each checked for the fields a prediction needs;
+    RunError on the first malformed run (``--strict``)."""
+    runs, bad = read_runs(path)
+    if bad:
+        raise RunError(bad[0].message)
+    return runs
+
+
+def read_runs(path: str | Path | None = None) -> tuple[list[dict], list[Malformed]]:
+    """The well-formed runs of ``path`` and the malformed ones, each with its one-line reason: one bad run
+    does not hide the others. RunError when the file itself cannot be read."""
     where = str(path) if path else SHIPPED
     try:
         text = read_text(path, "runs file") if path else shipped_runs_text()
@@ -77,20 +98,27 @@ def load_runs(path: str | Path | None = None) -> list[dict]:
         data = read_yaml(text)
     except yaml.YAMLError as e:
         raise RunError(f"runs file: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
-    try:
-        plain(data, "runs")
-    except ScenarioError as e:
-        raise RunError(f"runs file: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        try:
+            plain(data, "runs")
+        except ScenarioError as e:
+            raise RunError(f"runs file: {e}") from None
         raise RunError(f"runs file: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
-    runs = data["runs"]
+    runs, bad = [], []
     seen: set[str] = set()
-    for i, run in enumerate(runs):
-        check_run(run, i)
-        if run["id"] in seen:
-            raise RunError(f"run {run['id']}: id: appears twice; give each run its own id")
+    for i, run in enumerate(data["runs"]):
+        try:
+            plain(run, f"runs[{i}]")
+            check_run(run, i)
+            if run["id"] in seen:
+                raise RunError(f"run {run['id']}: id: appears twice; give each run its own id")
+        except ScenarioError as e:
+            rid = run.get("id") if isinstance(run, dict) and isinstance(run.get("id"), str) and run["id"] else None
+            bad.append(Malformed(rid or f"runs[{i}]", str(e)))
+            continue
         seen.add(run["id"])
-    return runs
+        runs.append(run)
+    return runs, bad
 
 
 def check_run(run: object, index: int) -> None:

@@ -13,13 +13,21 @@ from stepbudget.units import fmt_time
 from stepbudget.validation.compare import Row, Summary
 
 
-def validation_dict(rows: list[Row], summaries: list[Summary]) -> dict:
-    """The `validate --json` object (keys documented in docs/commands/validate.md)."""
+def validation_dict(rows: list[Row], summaries: list[Summary], calibrated: list[Summary] | None = None,
+                    profile: str = "none") -> dict:
+    """The `validate --json` object (keys documented in docs/commands/validate.md); with a profile, the
+    calibrated summaries beside the uncalibrated ones."""
+    doc = {"profile": profile, "runs": [_run_dict(r) for r in rows], **_summaries_dict(summaries)}
+    if calibrated is not None:
+        doc["calibrated"] = _summaries_dict(calibrated)
+    return doc
+
+
+def _summaries_dict(summaries: list[Summary]) -> dict:
     overall = summaries[-1]
     return {
-        "runs": [_run_dict(r) for r in rows],
         "summary": {"n": overall.n, "median_abs_error": overall.median_abs_error,
-                    "p90_abs_error": overall.p90_abs_error},
+                    "p90_abs_error": overall.p90_abs_error, "median_error": overall.median_error},
         "by_source": {s.source: {"n": s.n, "median_abs_error": s.median_abs_error, "p90_abs_error": s.p90_abs_error,
                                  "max_abs_error": s.max_abs_error, "median_error": s.median_error}
                       for s in summaries[:-1]},
@@ -32,6 +40,7 @@ def _run_dict(r: Row) -> dict:
             "predicted_step_s": r.predicted_step_s, "error": r.error,
             "measured_mfu": r.case.measured_mfu, "predicted_mfu": r.predicted_mfu,
             "compute_s": r.compute_s, "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
+            "calibrated_step_s": r.calibrated_step_s, "calibrated_error": r.calibrated_error,
             "skipped": r.case.reason, "assumptions": r.case.assumptions}
 
 
@@ -63,30 +72,46 @@ def _time(x: float | None) -> str:
     return "-" if x is None else fmt_time(x)
 
 
-def runs_table(rows: list[Row]) -> Table:
+def _styled(error: float | None) -> Text:
+    style = "" if error is None or abs(error) <= 0.10 else "yellow" if abs(error) <= 0.25 else "red"
+    return Text(_pct(error, True), style=style)
+
+
+def runs_table(rows: list[Row], profile: str | None = None) -> Table:
+    """Each predicted run's measured and predicted step; with ``profile``, the calibrated step beside them."""
     t = Table(title="Predicted against measured (step time; error = predicted / measured - 1)", title_justify="left")
-    for col in ("run", "GPUs", "measured", "predicted", "error", "MFU meas.", "MFU pred."):
+    cols = ["run", "GPUs", "measured", "predicted", "error", *(["calibrated", "error cal."] if profile else []),
+            "MFU meas.", "MFU pred."]
+    for col in cols:
         t.add_column(col, justify="left" if col == "run" else "right")
     # a row with an error has both step times, so _time never shows "-" here
     shown = [(r, error) for r in rows if (error := r.error) is not None]
     for r, error in shown:
         derived = "" if r.case.measured_from == "step_time_s" else "*"
-        style = "" if abs(error) <= 0.10 else "yellow" if abs(error) <= 0.25 else "red"
+        calibrated: list[str | Text] = [_time(r.calibrated_step_s), _styled(r.calibrated_error)] if profile else []
         t.add_row(r.case.id, f"{r.case.gpus:,}", _time(r.case.measured_step_s) + derived, _time(r.predicted_step_s),
-                  Text(_pct(error, True), style=style), _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
+                  _styled(error), *calibrated, _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
     if any(r.case.measured_from != "step_time_s" for r, _ in shown):
         t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
         t.caption_justify = "left"
     return t
 
 
-def summary_table(summaries: list[Summary]) -> Table:
-    t = Table(title="Absolute step-time error by source", title_justify="left")
-    for col in ("source", "runs", "median", "p90", "max", "signed median"):
+def summary_table(summaries: list[Summary], calibrated: list[Summary] | None = None,
+                  profile: str | None = None) -> Table:
+    """Absolute error by source; with a profile's summaries, uncalibrated and calibrated side by side."""
+    title = "Absolute step-time error by source" + (f" (calibrated: profile {profile})" if calibrated else "")
+    t = Table(title=title, title_justify="left")
+    cols = ["source", "runs", "median", "p90", "max", "signed median"]
+    cols += ["median cal.", "p90 cal.", "signed cal."] if calibrated else []
+    for col in cols:
         t.add_column(col, justify="left" if col == "source" else "right")
+    by_source = {s.source: s for s in calibrated or []}
     for s in summaries:
+        c = by_source.get(s.source)
+        more = [_pct(c.median_abs_error), _pct(c.p90_abs_error), _pct(c.median_error, True)] if c else []
         t.add_row(Text(s.source, style="bold" if s.source == "all" else ""), str(s.n), _pct(s.median_abs_error),
-                  _pct(s.p90_abs_error), _pct(s.max_abs_error), _pct(s.median_error, True))
+                  _pct(s.p90_abs_error), _pct(s.max_abs_error), _pct(s.median_error, True), *more)
     return t
 
 
