@@ -274,14 +274,22 @@ def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None
     from stepbudget.inputs.profiles import load_profile
     from stepbudget.validation.compare import summaries_of
     from stepbudget.validation.compare import validate as run_validate
-    from stepbudget.views.validation import runs_table, skipped_lines, summary_table, validation_dict
+    from stepbudget.validation.ablation import ablations
+    from stepbudget.views.validation import (ablation_dict, ablation_table, memory_lines, runs_table, skipped_lines,
+                                             summary_table, validation_dict)
 
     rows, summaries = run_validate(_run_paths(runs), progress=progress, strict=strict, profile=profile)
     calibrated = summaries_of([r.calibrated() for r in rows]) if profile is not None else None
     label = load_profile(profile).label if profile is not None else "none"
     skipped = skipped_lines(rows)
-    return ValidationResult(rows, lambda: validation_dict(rows, summaries, calibrated, label),
+    studies = ablations() if runs is None else []  # the shipped studies start from the shipped runs
+
+    def document() -> dict:
+        return {**validation_dict(rows, summaries, calibrated, label), "ablations": ablation_dict(studies)}
+
+    return ValidationResult(rows, document,
                             lambda: [runs_table(rows, profile and label), summary_table(summaries, calibrated, label),
+                                     *([ablation_table(studies)] if studies else []), *memory_lines(rows),
                                      *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []),
                                      *(f"  {line}" for line in skipped), f"profile: {label}"],
                             lambda d: [{k: v for k, v in r.items() if k != "assumptions"} for r in d["runs"]],

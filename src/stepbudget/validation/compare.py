@@ -18,6 +18,7 @@ from stepbudget.inputs.profiles import load_profile
 from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.plan.derive import derive
 from stepbudget.validation.convert import Case, to_case
+from stepbudget.validation.memory_fit import Fit, memory_fit
 from stepbudget.validation.runs import Malformed, RunError, read_runs
 
 
@@ -32,6 +33,8 @@ class Row:
     calibrated_step_s: float | None = None
     """The step with the calibration profile ``validate`` was given (None without one)."""
     calibrated_mfu: float | None = None
+    memory: Fit | None = None
+    """The busiest GPU's predicted peak against its HBM: a published run ran, so it should fit."""
 
     @property
     def error(self) -> float | None:
@@ -79,7 +82,7 @@ def predict(case: Case, profile: str | None = None) -> Row:
     """The uncalibrated prediction of ``case``, and with ``profile`` the calibrated one beside it."""
     if case.scenario is None or case.reason is not None:
         return Row(case, None, None)
-    row = _row(case, estimate(derive(case.scenario)))
+    row = dataclasses.replace(_row(case, estimate(derive(case.scenario))), memory=memory_fit(case))
     if profile is None:
         return row
     b = estimate(derive(with_profile(case.scenario, profile)))

@@ -41,6 +41,9 @@ def _run_dict(r: Row) -> dict:
             "measured_mfu": r.case.measured_mfu, "predicted_mfu": r.predicted_mfu,
             "compute_s": r.compute_s, "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
             "calibrated_step_s": r.calibrated_step_s, "calibrated_error": r.calibrated_error,
+            "memory_peak_bytes": r.memory.predicted_peak_bytes if r.memory else None,
+            "memory_hbm_bytes": r.memory.hbm_bytes if r.memory else None,
+            "fits": r.memory.fits if r.memory else None,
             "skipped": r.case.reason, "assumptions": r.case.assumptions}
 
 
@@ -81,7 +84,7 @@ def runs_table(rows: list[Row], profile: str | None = None) -> Table:
     """Each predicted run's measured and predicted step; with ``profile``, the calibrated step beside them."""
     t = Table(title="Predicted against measured (step time; error = predicted / measured - 1)", title_justify="left")
     cols = ["run", "GPUs", "measured", "predicted", "error", *(["calibrated", "error cal."] if profile else []),
-            "MFU meas.", "MFU pred."]
+            "MFU meas.", "MFU pred.", "HBM"]
     for col in cols:
         t.add_column(col, justify="left" if col == "run" else "right")
     # a row with an error has both step times, so _time never shows "-" here
@@ -90,11 +93,46 @@ def runs_table(rows: list[Row], profile: str | None = None) -> Table:
         derived = "" if r.case.measured_from == "step_time_s" else "*"
         calibrated: list[str | Text] = [_time(r.calibrated_step_s), _styled(r.calibrated_error)] if profile else []
         t.add_row(r.case.id, f"{r.case.gpus:,}", _time(r.case.measured_step_s) + derived, _time(r.predicted_step_s),
-                  _styled(error), *calibrated, _pct(r.case.measured_mfu), _pct(r.predicted_mfu))
+                  _styled(error), *calibrated, _pct(r.case.measured_mfu), _pct(r.predicted_mfu), _hbm(r))
     if any(r.case.measured_from != "step_time_s" for r, _ in shown):
         t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
         t.caption_justify = "left"
     return t
+
+
+def _hbm(r: Row) -> Text:
+    """The busiest GPU's predicted peak as a share of its HBM; red past 100 % (it ran, so the model is wrong)."""
+    if r.memory is None:
+        return Text("-")
+    return Text(f"{r.memory.predicted_peak_bytes / r.memory.hbm_bytes:.0%}", style="" if r.memory.fits else "red")
+
+
+def memory_lines(rows: list[Row]) -> list[str]:
+    """The runs predicted not to fit their GPU: each ran, so each is a memory-model error."""
+    over = [r for r in rows if r.memory is not None and not r.memory.fits]
+    if not over:
+        return []
+    return [f"[bold]Predicted not to fit ({len(over)}; each ran, so each is a memory-model error)[/bold]",
+            *(f"  {r.case.id}: {r.memory.predicted_peak_bytes / 1e9:.1f} GB of {r.memory.hbm_bytes / 1e9:.1f} GB"
+              for r in over if r.memory)]
+
+
+def ablation_table(rows: list) -> Table:
+    """Published ablation steps: the source's MFU gain beside the model's, in MFU points."""
+    t = Table(title="Published ablations: MFU gain of each step, source against model", title_justify="left")
+    for col in ("study", "step", "paper MFU", "paper gain", "model MFU", "model gain", "gain error"):
+        t.add_column(col, justify="left" if col in ("study", "step") else "right")
+    for a in rows:
+        model = (f"{a.predicted_gain_pts:+.1f}", f"{a.gain_error_pts:+.1f}") if a.modelled else ("(not modelled)", "-")
+        t.add_row(a.id, a.step, f"{a.measured_after_mfu:.1%}", f"{a.measured_gain_pts:+.1f}",
+                  f"{a.predicted_after_mfu:.1%}", *model)
+    return t
+
+
+def ablation_dict(rows: list) -> list[dict]:
+    return [{"study": a.id, "step": a.step, "modelled": a.modelled, "measured_mfu": a.measured_after_mfu,
+             "measured_gain_pts": a.measured_gain_pts, "predicted_mfu": a.predicted_after_mfu,
+             "predicted_gain_pts": a.predicted_gain_pts} for a in rows]
 
 
 def summary_table(summaries: list[Summary], calibrated: list[Summary] | None = None,
