@@ -27,6 +27,7 @@ import numpy as np
 from rich.console import Console
 
 from stepbudget.inputs.scenario import Scenario, load
+from stepbudget.plan.calibration import profile_label
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as long work advances (search chunks, simulated pipelines, runs, sizes)."""
@@ -81,12 +82,15 @@ class Result:
     _summary: Callable[[dict], str]
     extra: Mapping[str, Any] = field(default_factory=dict)
     """What the command adds to the library's result (a simulation's Monte Carlo steps, validation's summaries)."""
+    profile: str | None = None
+    """The calibration profile the numbers carry ("none", or its name and cross-validated error), for the commands
+    that time a step."""
 
     def to_dict(self) -> dict:
         """The command's ``--json`` object: SI units, infinite values as None."""
         doc = finite(self._document())
         assert isinstance(doc, dict)
-        return doc
+        return doc if self.profile is None else {**doc, "profile": self.profile}
 
     def rows(self) -> list[dict[str, Any]]:
         """The main table as flat dicts (one per exchange, layout, size, run, ...)."""
@@ -102,18 +106,18 @@ class Result:
 
     def tables(self) -> list:
         """The rich tables and lines the command prints."""
-        return self._tables()
+        return [*self._tables(), *([f"profile: {self.profile}"] if self.profile is not None else [])]
 
     def text(self, width: int = 160) -> str:
         """What the command prints, as plain text."""
         console = Console(width=width, record=True, file=open(os.devnull, "w"))
-        for item in self._tables():
+        for item in self.tables():
             console.print(item)
         return console.export_text()
 
     def _repr_html_(self) -> str:
         console = Console(width=160, record=True, file=open(os.devnull, "w"))
-        for item in self._tables():
+        for item in self.tables():
             console.print(item)
         return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
 
@@ -188,7 +192,8 @@ def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] =
     b, kernel = estimate(derive(sc)), kernel_view(sc)
     return BudgetResult(b, lambda: budget_dict(b, kernel, rate), lambda: budget_tables(b, kernel, rate),
                         lambda d: d["exchanges"],
-                        lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}")
+                        lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}",
+                        profile=profile_label(sc))
 
 
 def memory(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()) -> MemoryResult:
@@ -211,7 +216,8 @@ def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), 
     from stepbudget.sweep.search import search as run_search
     from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
 
-    result = run_search(scenario_of(scenario, sets), gpus=gpus, top=top,
+    sc = scenario_of(scenario, sets)
+    result = run_search(sc, gpus=gpus, top=top,
                         out=None if out is None else os.fspath(out), progress=progress)
     return RankedLayouts(result, lambda: search_dict(result),
                         lambda: [*summary_lines(result), top_table(result), "[bold]Why the winner wins[/bold]",
@@ -220,7 +226,8 @@ def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), 
                             "step_s", "compute_s", "bubble_s", "exposed_comm_s", "mfu")},
                             "memory_bytes": t["memory"]["total_bytes"]} for t in d["top"]],
                         lambda d: f"{d['scenario']} on {d['gpus']:,} GPUs: {d['feasible']:,} of {d['evaluated']:,} "
-                                  f"layouts fit; best {_ms(d['top'][0]['budget']['step_s']) if d['top'] else 'none'}")
+                                  f"layouts fit; best {_ms(d['top'][0]['budget']['step_s']) if d['top'] else 'none'}",
+                        profile=profile_label(sc))
 
 
 def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = None, *, sets: Sequence[str] = (),
@@ -237,7 +244,7 @@ def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = N
                        lambda d: d["points"],
                        lambda d: f"{d['scenario']} ({d['mode']}): " + ", ".join(
                            f"{p['gpus']:,} GPUs {p['mfu']:.1%} MFU" for p in d["points"][:4])
-                           + (" ..." if len(d["points"]) > 4 else ""))
+                           + (" ..." if len(d["points"]) > 4 else ""), profile=profile_label(sc))
 
 
 def whatif(scenario: str | os.PathLike = "llama3-405b",
@@ -264,7 +271,7 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
                         lambda d: [{"name": v["name"], **{k: v["budget"][k] for k in ("step_s", "compute_s", "bubble_s",
                                                                                    "exposed_comm_s", "mfu")},
                                     "memory_bytes": v["memory"]["total_bytes"]} for v in d["variants"]],
-                        lambda d: f"{len(d['variants'])} variants of {ref}")
+                        lambda d: f"{len(d['variants'])} variants of {ref}", profile=profile_label(load(ref, list(sets))))
 
 
 def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *, profile: str | None = None,
@@ -363,7 +370,8 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
         lambda d: [{"term": "bubble", "exposed_s": d["bubble_s"]},
                    *({"term": k, "exposed_s": v} for k, v in d["exposed_comm_s"].items())],
         lambda d: f"{d['scenario']}: simulated {_ms(d['step_s'])} against the budget's {_ms(d['analytical_step_s'])}, "
-                  f"{d['deadline_misses']} deadline misses", {"monte_carlo": mc, "tails": tails})
+                  f"{d['deadline_misses']} deadline misses", {"monte_carlo": mc, "tails": tails},
+        profile=profile_label(b.plan.scenario))
 
 
 def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), steps: int = 4, window_s: float = 15.0,

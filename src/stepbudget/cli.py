@@ -293,14 +293,15 @@ def calibrate(
     = "gemm_scale,step_s,microbatch_s,routed_token_s",
     group_by: Annotated[str, typer.Option("--group-by", help="One profile per: none, gpu or framework.")] = "none",
     out: Annotated[Optional[str], typer.Option("--out", help="Write the profile here (PROFILE.yaml; grouped: "
-                                                             "PROFILE-GROUP.yaml each).")] = None,
+                                                             "PROFILE-GROUP.yaml each, or GROUP.yaml in a folder).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="The profile's name (default: --out's stem).")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Resamples behind each interval (0: none).")] = 200,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed run (exit 2).")] = False,
     as_json: AsJson = False,
 ) -> None:
     """Fit a calibration profile to measured runs; report in-sample and leave-one-source-out error."""
-    _check_out(out, (".yaml", ".yml"), "--out")
+    if out is None or not Path(out).is_dir():  # a folder takes one GROUP.yaml per group
+        _check_out(out, (".yaml", ".yml"), "--out")
     if runs and not all(r.strip() for r in runs):
         fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
     command = " ".join(["stepbudget calibrate", *(f"--runs {r}" for r in runs or []), f"--params {params}",

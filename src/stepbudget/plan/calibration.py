@@ -35,3 +35,14 @@ def overhead_s(scenario: Scenario, profile: Profile, slots, routed) -> np.ndarra
     micro-batch slot and per routed token-layer."""
     fixed = scenario.cluster.step_overhead_s + profile.cost("step_s")
     return fixed + profile.cost("microbatch_s") * np.asarray(slots) + profile.cost("routed_token_s") * np.asarray(routed)
+
+
+def profile_label(scenario: Scenario) -> str:
+    """What every output says of the profile a scenario ran with: "generic (CV median 7.8 %)", "none", or the
+    profile with why it was not applied."""
+    p = load_profile(scenario.cluster.profile)
+    if p.name == NO_PROFILE.name:
+        return NO_PROFILE.name
+    if scenario.cluster.achieved_flops or scenario.cluster.achieved_fraction:
+        return f"{p.label}, not applied: the scenario states its rate"
+    return p.label

@@ -63,8 +63,11 @@ def profile_document(fit: GroupFit, name: str, files: list[str], command: str, v
 
 
 def target(out: str | os.PathLike, group: str, grouped: bool) -> Path:
-    """Where a group's profile goes: ``out`` itself for one group, ``STEM-GROUP.yaml`` beside it otherwise."""
+    """Where a group's profile goes: ``out`` itself for one group, ``STEM-GROUP.yaml`` beside it otherwise, and
+    ``GROUP.yaml`` inside ``out`` when it is a folder."""
     path = Path(out)
+    if path.is_dir():
+        return path / f"{group}.yaml"
     return path if not grouped else path.with_name(f"{path.stem}-{group}{path.suffix or '.yaml'}")
 
 
@@ -94,8 +97,8 @@ def write_profiles(fits: list[GroupFit], out: str | os.PathLike, name: str | Non
             continue
         path = target(out, f.group, grouped)
         check_writable(str(path), "--out")
-        base = name or Path(out).stem
-        doc = profile_document(f, f"{base}-{f.group}" if grouped else base,
+        base = name or path.stem
+        doc = profile_document(f, f"{base}-{f.group}" if grouped and name else base,
                                files or ["published_runs.yaml (shipped)"], command, version("stepbudget"),
                                datetime.date.today().isoformat())
         text = yaml.safe_dump(doc, sort_keys=False, width=110, allow_unicode=True)

@@ -132,7 +132,8 @@ def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: fl
         t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
                   f"{budget.plan.comm_sm_share:.0%} of the SMs while hidden exchanges run")
     if d["step_overhead_s"]:
-        t.add_row("fixed cost per step", fmt_time(d["step_overhead_s"]), "cluster.step_overhead_s: host work and syncs")
+        t.add_row("fixed cost per step", fmt_time(d["step_overhead_s"]),
+                  "cluster.step_overhead_s and the profile's costs: host work, syncs")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
     notes = []
