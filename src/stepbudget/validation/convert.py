@@ -7,13 +7,21 @@ The rules, the same for every run (no per-run constants):
 
 - **Model and cluster.** A run whose model name matches a preset's model starts from that preset
   (it carries what the file leaves out: Llama 3's rank order, DeepSeek-V3's MLA shapes). The
-  run's own numbers then override it. The rate is always the operator model's:
+  run's own numbers then override it. A name no preset carries but the model catalog
+  (``inputs/catalog.py``) knows, in any case or punctuation, starts the model from that row instead when the run leaves
+  part of the shape (layers, hidden, heads, vocab, seq_len) unstated, so a run may state the name alone;
+  a model field is missing only when neither the run nor the row has it. A run that states its whole shape
+  is read as stated.
+  The rate is always the operator model's:
   ``achieved_flops`` and ``achieved_fraction`` are dropped, and ``rate_scope`` is kernel.
 - **Hardware.** Collectives run at the bus bandwidth NCCL's maintainers measure, not at line rate
   (``NVLINK_BUSBW_SHARE``, ``NIC_BUSBW_SHARE``). The GPU is read from its name (A100, H100, H800, H200, B200; "Ampere" without a
   SKU is taken as A100 SXM, whose 312 TFLOP/s peak the MegaScale MFU arithmetic uses). NVLink
   figures in the file are datasheet totals and are halved to get per-direction rates.
-- **Layout.** Fields the source leaves out take documented defaults: micro-batch 1, sequence
+- **Layout.** DP, when not stated, is the GPU count over TP x CP x PP. An uneven pipeline split
+  (``first_stage_layers``/``last_stage_layers``, Megatron's ``decoder_first/last_pipeline_num_layers``,
+  or a per-stage ``stage_layers`` list) sets the scenario's fields of those names. Other fields the source
+  leaves out take documented defaults: micro-batch 1, sequence
   parallelism with TP, no recompute, ZeRO-1 for "distributed optimizer", and experts sharded by
   TP when EP is not stated. MegaScale-MoE's "SP attention" degree is a context-parallel degree
   over the same ranks as EP.
@@ -85,8 +93,9 @@ earlier one set."""
 
 
 RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
-    (tuple(f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names), rules.required),
+    (("model.name", *(f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names)), rules.required),
     (("model.name", "source.document"), rules.preset),
+    (("model.name",), rules.catalog_model),
     (("model.name", "model.layers", "model.hidden", "model.heads", "model.vocab", "model.seq_len",
       "model.kv_heads", "model.head_dim"), rules.model_shape),
     (("model.ffn_hidden", "model.hidden", "model.activation"), rules.ffn),
@@ -100,6 +109,8 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
       "num_gpus"), rules.degrees),
     (("layout.sp_attention", "layout.framework"), rules.cp_and_expert_kinds),
     (("layout.schedule", "layout.virtual_pipeline_chunks_per_rank", "model.layers", "layout.pp"), rules.schedule),
+    (("layout.first_stage_layers", "layout.last_stage_layers", "layout.decoder_first_pipeline_num_layers",
+      "layout.decoder_last_pipeline_num_layers", "layout.stage_layers"), rules.stage_layers),
     (("layout.embedding_in_pipeline_split", "layout.loss_in_pipeline_split"), rules.pipeline_split),
     (("layout.micro_batch",), rules.micro_batch),
     (("layout.sequence_parallel", "layout.tp", "layout.flash_attention"), rules.sequence_parallel),

@@ -14,17 +14,32 @@ import re
 from stepbudget.inputs.scenario import raw_scenario
 from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
 from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, NVLINK_PER_DIRECTION,
-                                          RECOMPUTE_MODES, StatedRun, Unpredictable, attention_kernel_of, flag_of,
-                                          gpu_of, grad_reduce_precision, positions_of, preset_for, stated_memory,
-                                          text_of)
+                                          RECOMPUTE_MODES, StatedRun, Unpredictable, attention_kernel_of,
+                                          catalog_row, flag_of, gpu_of, grad_reduce_precision, positions_of,
+                                          preset_for, stated_memory, text_of)
+
+SHAPE_FIELDS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads", "vocab": "vocab_size",
+                "seq_len": "seq_len"}
+"""A run's required model fields -> the scenario's model fields they set (and a preset or catalog row fills)."""
 
 
-# -- what every prediction needs, and the preset a model's name picks ------------------------------------------
+# -- what every prediction needs, and the preset or catalog row a model's name picks ---------------------------
 
 def required(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names if r.whole[sec].get(name) is None]
+    known = _named_model(str(r.model.get("name") or ""))
+    missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names
+               if r.whole[sec].get(name) is None and not (sec == "model" and known.get(SHAPE_FIELDS[name]))]
     if missing:
         raise Unpredictable(f"not stated in the source: {', '.join(missing)}")
+
+
+def _named_model(name: str) -> dict:
+    """The model section a run's model name brings: its preset's, else its catalog row's, else none."""
+    picked = preset_for(name)
+    if picked:
+        return dict(raw_scenario(picked).get("model") or {})
+    row = catalog_row(name)
+    return row.model if row else {}
 
 
 def preset(r: StatedRun, sc: dict, notes: list[str]) -> None:
@@ -36,12 +51,22 @@ def preset(r: StatedRun, sc: dict, notes: list[str]) -> None:
     sc.update(name=r.whole["id"], description=name, source=str((r.whole.get("source") or {}).get("document", "")))
 
 
+def catalog_model(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if all(r.model.get(name) is not None for name in SHAPE_FIELDS):
+        return  # a run that states its shape is read as stated: the catalog never changes a complete run's prediction
+    row = catalog_row(str(r.model.get("name") or ""))  # None where a preset matched: it keeps precedence
+    if row:  # the row's shapes fill what the run leaves out; the rules below set the run's own numbers over them
+        sc["model"] = row.model
+        notes.append(f"model fields from the catalog row {row.key}")
+
+
 # -- the model and the cluster ---------------------------------------------------------------------------------
 
 def model_shape(r: StatedRun, sc: dict, notes: list[str]) -> None:
     m, model = r.model, sc.setdefault("model", {})
-    model.update(name=str(m.get("name", "model")), num_layers=m["layers"], hidden_size=m["hidden"],
-                 num_heads=m["heads"], vocab_size=m["vocab"], seq_len=m["seq_len"])
+    model["name"] = str(m.get("name", "model"))
+    # each stated, or from the preset or catalog row (required() saw one of them has it)
+    model.update({field: m[name] for name, field in SHAPE_FIELDS.items() if m.get(name) is not None})
     if m.get("kv_heads"):
         model["num_kv_heads"] = m["kv_heads"]
     if m.get("head_dim"):
@@ -53,7 +78,7 @@ def ffn(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if m.get("ffn_hidden"):
         model["ffn_size"] = m["ffn_hidden"]
     elif "ffn_size" not in model:
-        model["ffn_size"] = 4 * m["hidden"]
+        model["ffn_size"] = 4 * model["hidden_size"]
         notes.append("FFN width 4h (GPT) assumed")
     if re.search(r"swiglu|geglu", text_of(m.get("activation"))):
         model["activation"] = "swiglu"  # GeGLU: the same three matrices and FLOPs, another gate function
@@ -132,8 +157,9 @@ def degrees(r: StatedRun, sc: dict, notes: list[str]) -> None:
         notes.append(f"SP attention {cp} as CP {cp}")
     dp = lay.get("dp")
     if not isinstance(dp, int):
-        dp = r.whole["num_gpus"] // (tp * cp * pp)
-        notes.append(f"DP not a number in the source: {dp} from the GPU count")
+        dp = r.whole["num_gpus"] // (tp * cp * pp)  # every GPU is in one TP x CP x PP x DP grid
+        said = "not stated" if "dp" not in lay else "not a number in the source"
+        notes.append(f"DP {said}: {dp} from the GPU count")
     ep = lay.get("ep") or 1
     if r.model.get("moe") and not lay.get("ep"):
         notes.append("EP not stated: experts sharded by TP")
@@ -156,15 +182,59 @@ def schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if "dualpipe" in stated:
         out.update(schedule="dualpipe", virtual_stages=1)
     elif (v or 1) > 1 or "interleaved" in stated:
-        # unstated depth: the preset's, else the shallowest interleaving (v >= 2) the stage's layers divide into
-        layers, pp = r.model["layers"], lay["pp"]
-        per_stage = layers // pp if layers % pp == 0 else 0
-        shallowest = next((k for k in range(2, per_stage + 1) if per_stage % k == 0), 2)
+        # unstated depth: the preset's, else the shallowest interleaving (v >= 2) the stages' layers divide into
+        shallowest = _shallowest_depth(_stage_counts(lay, sc["model"]["num_layers"], lay["pp"]), lay)
         out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", shallowest))
         if not v:
             notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
     else:
         out.update(schedule="1f1b", virtual_stages=1)
+
+
+def _stage_counts(lay: dict, layers: int, pp: int) -> list[int]:
+    """Layers per pipeline rank as the run splits them (an even split, or its uneven first/last or per-stage
+    counts; the ranks without a count share the rest evenly), [] where they do not split into whole layers."""
+    first, last, listed = _uneven_split(lay)
+    if isinstance(listed, list):
+        return [n for n in listed if isinstance(n, int)]
+    stated = [n for n in (first, last) if isinstance(n, int)]
+    rest, ranks = layers - sum(stated), pp - len(stated)
+    if ranks < 1 or rest < 0 or rest % ranks:
+        return stated if ranks < 1 else []
+    return stated + [rest // ranks] * ranks
+
+
+def _shallowest_depth(counts: list[int], lay: dict) -> int:
+    """The fewest chunks per rank (>= 2) every rank's layers divide into; a per-stage list of pp*v entries
+    says v itself; 2 where nothing divides."""
+    listed = _uneven_split(lay)[2]
+    if isinstance(listed, list) and len(listed) > lay["pp"] and len(listed) % lay["pp"] == 0:
+        return len(listed) // lay["pp"]
+    per_rank = [n for n in counts if n > 0]
+    fewest = min(per_rank, default=0)
+    return next((k for k in range(2, fewest + 1) if all(n % k == 0 for n in per_rank)), 2)
+
+
+def _uneven_split(lay: dict) -> tuple[object, object, object]:
+    """(first rank's layers, last rank's layers, the per-stage list) as a run's layout states them, Megatron's
+    decoder_first/last_pipeline_num_layers read as the first two; None where not stated."""
+    first = lay.get("first_stage_layers", lay.get("decoder_first_pipeline_num_layers"))
+    last = lay.get("last_stage_layers", lay.get("decoder_last_pipeline_num_layers"))
+    return first, last, lay.get("stage_layers")
+
+
+def stage_layers(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    first, last, listed = _uneven_split(r.layout)
+    if first is None and last is None and listed is None:
+        return  # an even split, or the preset's own
+    out = sc.setdefault("layout", {})
+    for name in ("first_stage_layers", "last_stage_layers", "stage_layers"):
+        out.pop(name, None)  # a preset's split belongs to its own layout
+    out.update({k: v for k, v in (("first_stage_layers", first), ("last_stage_layers", last),
+                                  ("stage_layers", listed)) if v is not None})
+    for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
+        if r.layout.get(split) is None:  # an uneven split places the embedding and loss itself (layout.py)
+            out[split] = False
 
 
 def pipeline_split(r: StatedRun, sc: dict, notes: list[str]) -> None:

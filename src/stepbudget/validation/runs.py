@@ -153,7 +153,7 @@ def _check_required(run: dict, rid: str) -> None:
             raise RunError(f"run {rid}: {section}: missing; add the {section} section")
         for name in fields:
             value = body.get(name)
-            if value is None:  # not stated by the source: listed as unpredictable, not an error
+            if value is None:  # not stated: the model's catalog row may fill it, else the run is unpredictable
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RunError(f"run {rid}: {section}.{name}: {value!r} is not a positive integer; give the number")

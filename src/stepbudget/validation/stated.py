@@ -14,6 +14,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from stepbudget.inputs import catalog
 from stepbudget.inputs.hardware import named_gpu
 from stepbudget.inputs.scenario import preset_names, raw_scenario
 from stepbudget.units import parse
@@ -172,6 +173,14 @@ def preset_for(model_name: str) -> str | None:
     if name in ("gpt 175b", "gpt-3 175b"):
         return _preset_models().get(name, "megascale-175b")
     return _preset_models().get(name)
+
+
+def catalog_row(model_name: str) -> catalog.Entry | None:
+    """The catalog row a run's model name finds (any case or punctuation) when no preset does, else None: a
+    preset keeps precedence, as it carries what the runs file leaves out beyond the model's shapes."""
+    if not model_name.strip() or preset_for(model_name):
+        return None
+    return catalog.lookup(model_name)
 
 
 def _gpu(text: str) -> str | None:
