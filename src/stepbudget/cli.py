@@ -138,6 +138,15 @@ def presets() -> None:
 
 
 @app.command()
+def models(as_json: AsJson = False) -> None:
+    """List the model catalog (model: NAME in a scenario), with each row's source."""
+    from stepbudget.inputs.catalog import entries
+    from stepbudget.views.models import models_dict, models_table
+
+    _emit(as_json, lambda: models_dict(entries()), lambda: [models_table(entries())])
+
+
+@app.command()
 def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None) -> None:
     """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML: what budget evaluates."""
     sets = _profiled(sets, profile)

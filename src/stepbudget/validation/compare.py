@@ -110,7 +110,8 @@ def explain(paths: str | list[str] | None, run_id: str, profile: str | None = No
     if profile is not None:
         load_profile(profile)
     b = estimate(derive(case.scenario if profile is None else with_profile(case.scenario, profile)))
-    return (Row(case, None, None) if case.reason is not None else _row(case, b)), b
+    row = Row(case, None, None) if case.reason is not None else dataclasses.replace(_row(case, b), memory=memory_fit(case))
+    return row, b
 
 
 def validate(paths: str | list[str] | None = None, progress: Callable[[int, int], None] | None = None, *,
