@@ -289,7 +289,7 @@ def validate(
     except ScenarioError as e:
         fail(str(e))
     if plot is not None:
-        _save(figure_5_5, result.value, plot)
+        _save(figure_5_5, result.value, plot, profile)  # with a profile, the calibrated predictions
     _show(as_json, result, [plot])
 
 

@@ -157,12 +157,14 @@ def skipped_lines(rows: list[Row]) -> list[str]:
     return [f"{r.case.id}: {r.case.reason}" for r in rows if r.error is None]
 
 
-def figure_5_5(rows: list[Row], path: str | os.PathLike) -> None:
-    """Measured MFU against GPUs with the model's predictions, one legend entry per system (chapter Figure 5.5)."""
+def figure_5_5(rows: list[Row], path: str | os.PathLike, profile: str | None = None) -> None:
+    """Measured MFU against GPUs with the model's predictions, one legend entry per system (chapter Figure 5.5);
+    with ``profile``, the calibrated predictions."""
     from stepbudget.views.chapter.measured import validation_figure  # the chapter's figures import this module
     from stepbudget.views.chapter.render import write
 
-    write(validation_figure(rows), path, "--plot")
+    shown = [r.calibrated() for r in rows] if profile else rows
+    write(validation_figure(shown, profile=profile), path, "--plot")
 
 
 @dataclass(frozen=True)

@@ -80,9 +80,11 @@ CHAPTER_SOURCES = ("MegaScale", "Llama 3")
 Table 4 (H100), as the chapter does."""
 
 
-def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...] | None = None) -> dict:
+def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...] | None = None,
+                      profile: str | None = None) -> dict:
     """Figure 5.5: measured MFU (solid) and predicted (dotted) against GPUs, one legend entry per system; a
-    system with several series (a model, a batch) has one line each, grouped under its entry."""
+    system with several series (a model, a batch) has one line each, grouped under its entry. ``profile``
+    names the calibration the predictions carry, in the legend."""
     from stepbudget.views.validation import figure_series
 
     if sources is not None:
@@ -108,8 +110,10 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
                          "hovertemplate": t(lang, "fig.5.5.hover", series="%{customdata[1]}", gpus="%{x:,}",
                                             kind="%{customdata[0]}", mfu="%{y:.1%}") + "<extra></extra>"})
     for kind, dash, symbol in (("measured", "solid", "circle"), ("predicted", "dot", "circle-open")):
-        data.append({"type": "scatter", "mode": "lines+markers", "x": [None], "y": [None],
-                     "name": t(lang, f"fig.5.5.{kind}_key"), "line": {"color": "#555555", "dash": dash},
+        key = t(lang, "fig.5.5.calibrated_key", profile=profile) if profile and kind == "predicted" \
+            else t(lang, f"fig.5.5.{kind}_key")
+        data.append({"type": "scatter", "mode": "lines+markers", "x": [None], "y": [None], "name": key,
+                     "line": {"color": "#555555", "dash": dash},
                      "marker": {"symbol": symbol, "size": 8}, "legendgroup": kind})
     layout = {"title": {"text": t(lang, "fig.5.5.title", runs=sum(len(d["x"]) for d in data[:-2]) // 2)},
               "template": "plotly_white", "width": 1000, "height": 560, "legend": {"orientation": "h", "y": -0.15},
