@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -127,11 +128,16 @@ def shipped_profiles() -> list[str]:
 def load_profile(ref: str) -> Profile:
     """The profile ``ref`` names: ``none``, a shipped profile's name, or a path to a profile file.
     ScenarioError (one line, naming ``cluster.profile``) when it cannot be read."""
-    return _load(ref.strip())
+    ref = ref.strip()
+    try:  # a file rewritten by calibrate is read again: its modification time is part of the cache key
+        stamp = os.stat(ref).st_mtime_ns if ref not in shipped_profiles() and ref.lower() != NONE else 0
+    except (OSError, ValueError):
+        stamp = 0
+    return _load(ref, stamp)
 
 
 @functools.lru_cache(maxsize=64)
-def _load(ref: str) -> Profile:
+def _load(ref: str, stamp: int) -> Profile:
     if ref.lower() in (NONE, ""):
         return NO_PROFILE
     if ref in shipped_profiles():

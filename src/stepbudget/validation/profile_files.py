@@ -43,14 +43,14 @@ def errors_doc(fit: GroupFit) -> dict:
                   "by_source": {s.source: _summary(s) for s in fit.summaries[way][:-1]}} for way in WAYS}
 
 
-def profile_document(fit: GroupFit, name: str, files: list[str], command: str, version: str, date: str) -> dict:
+def profile_document(fit: GroupFit, name: str, files: list[str], command: str, tool_version: str, date: str) -> dict:
     """The profile file: its parameters, the runs it was fitted on, when and by what, and its errors."""
     return {
         "schema_version": SCHEMA,
         "profile": name,
         "description": f"Calibration of the operator model fitted on {len(fit.predictions)} measured runs"
                        + ("" if fit.group == "all" else f" (group: {fit.group})"),
-        "fitted": {"date": date, "stepbudget": version, "loss": f"{LOSS} on log(predicted / measured) step time",
+        "fitted": {"date": date, "stepbudget": tool_version, "loss": f"{LOSS} on log(predicted / measured) step time",
                    "intervals": "90 % bootstrap percentile intervals over the runs"},
         "refit": command,
         "parameters": parameters_doc(fit),
