@@ -167,3 +167,19 @@ def test_the_listing_has_a_line_and_an_object_per_row():
     assert [r["key"] for r in rows] == names()
     v3 = next(r for r in rows if r["key"] == "deepseek-v3")
     assert (v3["params_stated"], v3["moe"]["num_experts"], v3["shape"]["num_layers"]) == (671e9, 256, 61)
+
+
+def test_a_catalog_model_replaces_the_base_or_preset_model_and_its_fields_override(tmp_path):
+    from stepbudget.inputs.scenario import load
+
+    even = ["layout.virtual_stages=1", "layout.schedule=1f1b", "layout.embedding_in_pipeline_split=false",
+            "layout.loss_in_pipeline_split=false"]
+    sc = load("llama3-405b", ["model.catalog=llama3.1-70b", "model.seq_len=4096", "layout.pp=2", "layout.dp=1024", *even])
+    assert (sc.model.hidden_size, sc.model.num_layers, sc.model.seq_len) == (8192, 80, 4096)  # the row, then the override
+    sc = load("llama3-405b", ["model=llama3.1-8b", "model.num_layers=16", "layout.pp=1", "layout.dp=2048", *even])
+    assert (sc.model.hidden_size, sc.model.num_layers) == (4096, 16)
+    path = tmp_path / "s.yaml"
+    path.write_text("base: megascale-175b\nmodel: {catalog: gpt3-13b}\nlayout: {pp: 8, virtual_stages: 1, "
+                    "schedule: 1f1b, dp: 192}\n")
+    sc = load(str(path))
+    assert (sc.model.hidden_size, sc.model.num_layers) == (5140, 40)  # GPT-3 13B, not the base's 175B fields

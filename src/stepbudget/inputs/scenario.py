@@ -254,6 +254,9 @@ def _deep_merge(base: dict, over: dict) -> dict:
     for k, v in over.items():
         if k == "gpu" and isinstance(v, dict) and (figures := named_gpu(out.get(k))) is not None:
             out[k] = figures  # a file that changes some figures of its base's named GPU
+        if k == "model" and (isinstance(v, str) or (isinstance(v, dict) and "catalog" in v)):
+            out[k] = v  # a catalog model replaces the base's: its own fields, not the base's, are what is overridden
+            continue
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
@@ -331,6 +334,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             child = node.get(part)
             if part == "gpu" and (figures := named_gpu(child)) is not None:
                 child = node[part] = figures  # edit a field of a named GPU
+            if node is out and part == "model" and isinstance(child, str):
+                child = node[part] = {"catalog": child}  # edit a field of a catalog model
+            if node is out and part == "model" and parts[-1] == "catalog" and len(parts) == 2:
+                child = node[part] = {}  # a catalog model replaces the preset's, whose fields would win
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
