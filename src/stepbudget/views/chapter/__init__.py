@@ -57,9 +57,9 @@ def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] 
     """Figure ``ident`` of scenario ``ref`` (the chapter's own, with its overrides, when None) with ``sets``
     applied, in ``lang``; ``options`` go to the builder (Animation 5.2's ``window_s``)."""
     figure = FIGURES[ident]
-    if figure.default is None and (ref or sets):
-        raise ScenarioError(f"figure {ident}: it draws the published runs and takes no scenario or --set; "
-                            "stepbudget validate --runs FILE --plot FIG.png draws other runs")
+    if figure.default is None and (ref or any(s.partition("=")[0].strip() != "cluster.profile" for s in sets)):
+        raise ScenarioError(f"figure {ident}: it draws the published runs and takes no scenario or --set (only "
+                            "--profile); stepbudget validate --runs FILE --plot FIG.png draws other runs")
     chosen = list(sets) if ref else [*figure.sets, *sets]
     drawn = figure.build(lang, ref or figure.default, chosen, **options)
     _wrap_titles(drawn)

@@ -123,11 +123,15 @@ def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...
 
 
 def measured_points(lang: str, ref: None, sets: list[str]) -> dict:
-    """Figure 5.5 from the shipped runs (it has no scenario: the figure is the published runs)."""
+    """Figure 5.5 from the shipped runs (it has no scenario: the figure is the published runs); a
+    ``cluster.profile=P`` among ``sets`` (``--profile P``) draws the predictions calibrated by it."""
     from stepbudget.validation.compare import validate
 
-    rows, _ = validate()
-    return validation_figure(rows, lang, CHAPTER_SOURCES)
+    profiles = [s.partition("=")[2].strip() for s in sets if s.partition("=")[0].strip() == "cluster.profile"]
+    profile = profiles[-1] if profiles and profiles[-1].lower() != "none" else None
+    rows, _ = validate(profile=profile)
+    shown = [r.calibrated() for r in rows] if profile else rows
+    return validation_figure(shown, lang, CHAPTER_SOURCES, profile=profile)
 
 
 TABLE_5 = (("baseline", 1.00), ("sp_ep", 1.13), ("inter", 1.22), ("intra", 1.28))
