@@ -29,9 +29,12 @@ def _pct(x: float | None, signed: bool = False) -> str:
 
 
 def _number(x: float, unit: str) -> str:
-    if unit == "s":
-        return f"{x * 1e9:.2f} ns" if 0 < x < 1e-6 else f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.3f} s"
-    return f"{x:.3f}"
+    if unit != "s":
+        return f"{x:.3f}"
+    if x < 1e-10:  # a cost the fit left at its bound of 0 (or a bootstrap draw a hair above it): under 0.1 ns
+        return "0"
+    return f"{x * 1e9:.3g} ns" if x < 1e-6 else f"{x * 1e6:.3g} us" if x < 1e-3 else \
+        f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
 
 
 def parameters_table(fit: GroupFit) -> Table:
