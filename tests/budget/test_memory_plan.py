@@ -330,3 +330,18 @@ def test_per_op_checkpointing_keeps_the_saved_matmul_outputs():
            for r in ("none", "selective-op", "full")}
     assert per["selective-op"] == 2 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096)
     assert per["full"] < per["selective-op"] < per["none"]
+
+
+def test_llama3_405b_layer_keeps_what_megatron_core_saves():
+    """Llama 3 405B at TP8 with SP, FlashAttention, no recompute: each tensor the backward reads, in BF16.
+
+    Sequence-split over the 8 TP ranks (Korthikanti22 4.2.2): the two RMSNorm inputs and their outputs (the
+    QKV and MLP GEMM inputs, kept as the local shard and all-gathered again), 8h. Head-split: Q and the
+    8-head K and V after RoPE (FlashAttention saves them), h + 2h/16; the attention output (FlashAttention's O
+    is the projection's input, one tensor), h; SwiGLU's gate and up (2 x 3.25h) and their product (3.25h, fc2's
+    input). No s^2 scores (FlashAttention), no dropout masks (Llama 3 trains without dropout)."""
+    m = sb.load("llama3-405b")
+    h, t, s = 16384, 8, 8192
+    elements = 4 * h / t + (h + 2 * h / 16 + h + 3 * 3.25 * h) / t  # per token
+    per_layer = layer_activation_bytes(s, 1, t, True, "none", True, s_kv=s, **layer_widths(m.model))
+    assert per_layer == 2 * elements * s == 8192 * 65024  # 532.7 MB per layer per micro-batch

@@ -12,10 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES = [ROOT / "src/stepbudget/validation/published_runs.yaml", *sorted((ROOT / "examples").glob("*_runs.yaml"))]
 
 OPEN = {
-    # torch.compile's min-cut partitioner recomputes norms and SwiGLU products (not modelled): 93 of 85.5 GB
-    "olmo3_7b_h100_256gpu_bf16": "torch.compile recomputation is not modelled",
-    # Llama 3 ran 8K sequences without recompute (3.3.2); the Korthikanti count gives 92 GB on rank 0
-    "llama3_405b_table4_8192gpu_seq8192": "Llama 3's activation savings are not modelled",
+    # SwiGLU, GQA, FlashAttention and SP are counted as Megatron-Core saves them (tests/budget/test_memory_plan.py:
+    # 65,024 B/token, 533 MB a layer); OLMo-core's torch.compile (min-cut partitioner: norms and the SwiGLU product
+    # recomputed in backward) has no layout field yet: 93.1 of 85.5 GB
+    "olmo3_7b_h100_256gpu_bf16": "torch.compile's recomputation of pointwise ops is not modelled",
+    # Llama 3 ran 8K sequences without recompute (3.3.2) on a framework that keeps less than Megatron-Core's count:
+    # at 533 MB a layer rank 0 holds 92.1 GB (v = 4), rank 1 (8 layers) more; no published figure says what it frees
+    "llama3_405b_table4_8192gpu_seq8192": "Llama 3 keeps less per layer than Megatron-Core; what it frees is unpublished",
 }
 
 
