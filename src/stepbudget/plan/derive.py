@@ -439,11 +439,42 @@ def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_
     middle = np.where(pp >= 4, full, 0.0)  # ranks 1 .. p/2-1 hold two middle stages
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
     even = np.where(pp == 1, single, busiest)
+    if not (e or l_):  # Megatron splits unevenly only without the embedding/loss slots
+        first_n, middle_n, last_n, ok = uneven_split(sc.pipeline_slots, pp, lay.v)
+        rule = _stage_split_s(first_n, middle_n, last_n, pp, layer_s, head_fwd + head_bwd, dualpipe)
+        even = np.where((sc.pipeline_slots % (pp * lay.v) != 0) & ok, rule, even)  # dividing layouts as before
     if not sc.layout.uneven_split:
         return even
-    # a stated split holds for the scenario's own pp; a sweep's other pp values keep the even split
+    # a stated split holds for the scenario's own pp; a sweep's other pp values keep the split above
     stated = _stated_split_s(sc.rank_layers, layer_s, head_fwd + head_bwd, dualpipe)
     return np.where(pp == sc.layout.pp, stated, even)
+
+
+def uneven_split(layers, pp, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(first, middle, last, valid): layers of the first rank, of each middle rank and of the last rank (all
+    chunks together) of the uneven split tried where ``pp * v`` does not divide ``layers``; arrays broadcast.
+
+    The rule: each middle rank takes the even share rounded up to whole chunks, v*ceil(L/(p*v)), the fewest
+    whole chunks the busiest rank can hold; the first and last ranks split what is left, the first the larger half
+    (the last also runs the output layer). Valid where Megatron-LM builds it (transformer_config.py, uneven
+    PP: decoder_first/last_pipeline_num_layers > 0 and multiples of v, the middle ranks' share a multiple of
+    v): L a multiple of v, pp >= 2 and the last rank left at least one chunk. A split that divides evenly
+    comes out even (L/p on every rank)."""
+    L, p, v = np.asarray(layers), np.asarray(pp), np.asarray(v)
+    middle = v * -(-L // (p * v))  # v * ceil(L / (p v))
+    rest = L - np.maximum(p - 2, 0) * middle
+    first = v * -(-rest // (2 * v))  # the larger half, in whole chunks
+    last = rest - first
+    return first, middle, last, (p >= 2) & (L % v == 0) & (last >= v)
+
+
+def _stage_split_s(first: np.ndarray, middle: np.ndarray, last: np.ndarray, pp: np.ndarray, layer_s: np.ndarray,
+                   head_s: np.ndarray, dualpipe: np.ndarray) -> np.ndarray:
+    """Busiest rank of a first/middle/last split, element by element: the last rank adds the output layer;
+    under DualPipe rank 0 averages the first and last stages and the middle ranks two middle ones (DSV3 Table 2)."""
+    f, m, l_ = first * layer_s, np.where(pp >= 3, middle * layer_s, 0.0), last * layer_s + head_s
+    paired = np.maximum(np.where(pp >= 4, m, 0.0), (f + l_) / 2)
+    return np.where(dualpipe, paired, np.maximum(np.maximum(f, m), l_))
 
 
 def _stated_split_s(rank_layers: tuple[int, ...], layer_s: np.ndarray, head_s: np.ndarray,
