@@ -8,6 +8,7 @@ say why the winner wins) and drop counts; every evaluated layout can stream to P
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -18,10 +19,10 @@ import numpy as np
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
-from stepbudget.plan.derive import derive
+from stepbudget.plan.derive import Plan, derive, uneven_split
 from stepbudget.budget.rate import kernel_scenario
 from stepbudget.sweep.space import (CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, check_search_gpus,
-                                    layout_space)
+                                    layout_space, splits_unevenly)
 from stepbudget.sweep.store import BOOLS, CODE_NAMES, ParquetSink
 
 KNOBS = ("tp", "cp", "pp", "ep", "schedule", "virtual_stages", "micro_batch", "dp_kind", "recompute")
@@ -33,6 +34,10 @@ METRICS = ("step_s", "compute_s", "bubble_s", "exposed_comm_s", *(f"exposed_{d.v
 MAX_CHUNK = 1 << 20
 """Most layouts evaluated at once: a chunk's arrays take about 1.7 kB a layout (DeepSeek-V3 on 8,192 GPUs peaks at
 2 GB with 2^20 and 0.4 GB with the default 2^17, which is also faster), so a larger chunk only costs memory."""
+
+SPLIT_COLUMNS = ("first_stage_layers", "last_stage_layers")
+"""Columns an uneven search adds: the first and last ranks' layers of an uneven split, -1 (None in a row) where
+the layout keeps the scenario's own split (even, or stated at its own pp)."""
 
 DROP_STATE = "model state alone exceeds HBM"
 DROP_ACTIVATIONS = "activations push it past HBM"
@@ -68,10 +73,10 @@ class SearchResult:
 
 def layout_row(cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray], i: int) -> dict:
     """Layout ``i`` of a chunk as plain values (names for coded knobs), with its metrics."""
-    out = {}
+    out: dict[str, object] = {}
     for k, v in cols.items():
         x = int(v[i])
-        out[k] = CODE_NAMES[k][x] if k in CODE_NAMES else bool(x) if k in BOOLS else x
+        out[k] = CODE_NAMES[k][x] if k in CODE_NAMES else bool(x) if k in BOOLS else None if k in SPLIT_COLUMNS and x < 0 else x
     return out | {k: float(v[i]) for k, v in metrics.items()}
 
 
@@ -83,16 +88,64 @@ def _rank(row: dict) -> float:
     return row["step_s"] + TIE_S_PER_BYTE * row["memory_bytes"]
 
 
-def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    plan = derive(base, cols)
-    b = estimate(plan)
+def split_columns(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``SPLIT_COLUMNS`` of a chunk: the uneven split (plan/derive.py ``uneven_split``) where pp x v does not
+    divide the layer slots, as derive times it; -1 where it divides or the scenario states its own split."""
+    slots, pp, v = base.pipeline_slots, cols["pp"], cols["virtual_stages"]
+    first, _, last, ok = uneven_split(slots, pp, v)
+    ruled = (slots % (pp * v) != 0) & ok
+    if base.layout.uneven_split:  # derive keeps the stated split at the scenario's own pp
+        ruled &= pp != base.layout.pp
+    return {"first_stage_layers": np.where(ruled, first, -1), "last_stage_layers": np.where(ruled, last, -1)}
+
+
+def _with_split(base: Scenario, pp: int, first: int, last: int) -> Scenario:
+    """``base`` stating one uneven split at ``pp`` (unchecked: the search's rows are valid by construction)."""
+    lay = base.layout.model_copy(update={"pp": pp, "first_stage_layers": first, "last_stage_layers": last,
+                                         "stage_layers": None})
+    return base.model_copy(update={"layout": lay})
+
+
+def _rows_of(plan: Plan, at: np.ndarray, scenario: Scenario) -> Plan:
+    """The layouts ``at`` of ``plan`` (a boolean mask over its shape) as a plan of ``scenario``."""
+    shape = plan.shape
+
+    def cut(x):
+        if isinstance(x, dict):
+            return {k: cut(y) for k, y in x.items()}
+        return x[at] if isinstance(x, np.ndarray) and x.shape == shape else x
+
+    fields = (f.name for f in dataclasses.fields(plan) if f.name != "scenario")
+    return dataclasses.replace(plan, scenario=scenario, **{name: cut(getattr(plan, name)) for name in fields})
+
+
+def _memory(base: Scenario, plan: Plan, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(total, model state) bytes of each layout's busiest rank. An uneven split's ranks differ, and
+    budget/memory.py compares them for a split the scenario states: each distinct split (a handful per chunk,
+    one per pp and v) is measured as that split stated, on its own rows of the plan."""
     mem = memory_per_gpu(plan)
+    total, state = (np.array(np.broadcast_to(x, plan.shape), dtype=float) for x in (mem.total, mem.model_state))
+    if "first_stage_layers" not in cols:
+        return total, state
+    first, last = cols["first_stage_layers"], cols["last_stage_layers"]
+    ruled = first >= 0
+    for pp, f, l_ in np.unique(np.stack([cols["pp"], first, last], axis=1)[ruled], axis=0).tolist():
+        at = ruled & (cols["pp"] == pp) & (first == f) & (last == l_)
+        split = memory_per_gpu(_rows_of(plan, at, _with_split(base, pp, f, l_)))
+        total[at], state[at] = split.total, split.model_state
+    return total, state
+
+
+def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    plan = derive(base, cols)  # an uneven split's busiest rank sets its time (plan/derive.py _busiest_stage_s)
+    b = estimate(plan)
+    memory, model_state = _memory(base, plan, cols)
     exposed = b.by_dim("exposed_s")
     shape = plan.shape
     out = {
         "step_s": b.step_s, "compute_s": b.compute_s, "bubble_s": b.bubble_s, "exposed_comm_s": b.exposed_comm_s,
         **{f"exposed_{d}_s": exposed[d] for d in exposed},
-        "mfu": b.mfu, "memory_bytes": mem.total, "model_state_bytes": mem.model_state,
+        "mfu": b.mfu, "memory_bytes": memory, "model_state_bytes": model_state,
     }
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
 
@@ -122,6 +175,10 @@ def scenario_for(base: Scenario, row: dict, gpus: int | None = None) -> Scenario
     data = base.model_dump(mode="json")
     data["cluster"]["gpus"] = gpus or base.cluster.gpus
     data["layout"].update({k: row[k] for k in COLUMNS})
+    if row.get("first_stage_layers") is not None:  # an uneven search's split
+        data["layout"].update({k: row[k] for k in SPLIT_COLUMNS} | {"stage_layers": None})
+    elif base.layout.uneven_split and row["pp"] != base.layout.pp:  # the stated split holds at its own pp only
+        data["layout"].update(dict.fromkeys((*SPLIT_COLUMNS, "stage_layers")))
     return build(data)
 
 
@@ -174,8 +231,13 @@ def search(
     out: str | None = None,
     chunk: int = 1 << 17,
     progress: Callable[[int, int], None] | None = None,
+    uneven_stages: bool = False,
 ) -> SearchResult:
     """Every valid layout of ``scenario`` on ``gpus`` GPUs, ranked; ``out`` streams all of them to Parquet.
+
+    ``uneven_stages`` also tries the pp and v that do not divide the layers, split as plan/derive.py
+    ``uneven_split`` says (space.py ``splits_unevenly``: not beside embedding/loss slots, nor under a stated
+    rate); its rows and Parquet columns then carry ``SPLIT_COLUMNS``.
 
     Raises ``SearchError`` when no layout is valid or none fits in HBM, and ScenarioError naming ``gpus`` before
     any work when the count or the space is past its bound (space.py ``MAX_SEARCH_GPUS``, ``MAX_CANDIDATES``).
@@ -187,7 +249,8 @@ def search(
     if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= MAX_CHUNK:
         raise ScenarioError(f"chunk: {chunk!r} layouts per chunk; give 1 to {MAX_CHUNK:,}")
     base, rate = kernel_scenario(scenario)
-    space = layout_space(base, gpus)
+    space = layout_space(base, gpus, uneven_stages)
+    uneven = splits_unevenly(base, uneven_stages)
     if space.empty_reason:
         raise SearchError(space.empty_reason)
     base = base.model_copy(update={"cluster": base.cluster.model_copy(update={"gpus": space.gpus})})
@@ -199,6 +262,8 @@ def search(
             tally.done += covered
             tally.bad_schedule += invalid
             if len(cols["tp"]):
+                if uneven:
+                    cols |= split_columns(base, cols)
                 m = _metrics(base, cols)
                 fits = tally.add(cols, m, capacity)
                 if sink is not None:

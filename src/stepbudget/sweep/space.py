@@ -9,7 +9,8 @@ candidates that are not valid layouts (duplicates and schedule constraints) and 
 ``derive`` the rest. Memory stays bounded by the chunk size whatever the space size.
 
 Validity follows the scenario's own checks (inputs/scenario.py): TP divides the query and
-KV heads, 2 CP divides the sequence, PP x v divides the layer slots, EP divides the experts
+KV heads, 2 CP divides the sequence, PP x v divides the layer slots (with ``uneven_stages``, or
+the uneven split of plan/derive.py ``uneven_split`` places them), EP divides the experts
 and the non-PP ranks, the batch divides into whole micro-batches, and each schedule's
 conditions (budget/pipeline.py). Pruned by rule, not by cost: CP keeps at least
 ``MIN_TOKENS_PER_CP_RANK`` tokens of a sequence per rank, and micro-batches are powers of
@@ -34,6 +35,7 @@ from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCH
                               Schedule)
 from stepbudget.inputs.layout import shard_groups_split
 from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.plan.derive import uneven_split
 
 MIN_TOKENS_PER_CP_RANK = 1024
 """CP below 1K tokens per rank leaves attention blocks too small to hide their exchange (Llama 3 runs 8K per rank at 128K)."""
@@ -123,18 +125,31 @@ class Space:
         return fits_batch & sched_ok, int(np.count_nonzero(fits_batch & ~sched_ok))
 
 
-def _pipelines(pp: int, slot_divisors: np.ndarray) -> list[tuple[int, int]]:
+def _pipelines(pp: int, slot_divisors: np.ndarray, uneven: bool = False) -> list[tuple[int, int]]:
     """(schedule code, v) pairs a pipeline of ``pp`` stages can run over the layer slots whose divisors are
-    ``slot_divisors`` (ascending; the last is the slot count): v >= 2 chunks that divide the slots per stage."""
+    ``slot_divisors`` (ascending; the last is the slot count): v >= 2 chunks that divide the slots per stage,
+    and with ``uneven`` also those the uneven split places (plan/derive.py ``uneven_split``)."""
     if pp == 1:
         return [(SCHEDULE_CODES[Schedule.ONE_F_ONE_B], 1)]
     out = [(SCHEDULE_CODES[s], 1) for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.ZB_H1, Schedule.ZB_H2)]
     if pp % 2 == 0:
         out.append((SCHEDULE_CODES[Schedule.DUALPIPE], 1))
-    per_stage = int(slot_divisors[-1]) // pp
-    vs = slot_divisors[(per_stage % slot_divisors == 0) & (slot_divisors >= 2)]
-    out += [(SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B], v) for v in vs.tolist()]
+    slots = int(slot_divisors[-1])
+    even = (slots % (pp * slot_divisors) == 0) & (slot_divisors >= 2)
+    if uneven:  # every rank holds whole chunks, so v divides the layers: v is among the slot divisors
+        even |= uneven_split(slots, pp, slot_divisors)[3] & (slot_divisors >= 2)
+    out += [(SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B], v) for v in slot_divisors[even].tolist()]
     return out
+
+
+def splits_unevenly(scenario: Scenario, uneven_stages: bool) -> bool:
+    """Whether a search of ``scenario`` tries uneven splits: asked for, no embedding/loss slot (Megatron refuses
+    uneven first/last stages beside them, transformer_block.py get_num_layers_to_build), and compute timed by
+    the operator model: a stated rate times the FLOPs of an average rank, so the busiest rank's extra layers
+    would cost nothing and every uneven split would look as fast as an even one."""
+    lay, cl = scenario.layout, scenario.cluster
+    stated_rate = bool(cl.achieved_flops or cl.achieved_fraction)
+    return uneven_stages and not (lay.embedding_in_pipeline_split or lay.loss_in_pipeline_split or stated_rate)
 
 
 def check_search_gpus(gpus: int | None, cluster_gpus: int) -> int:
@@ -190,7 +205,8 @@ def _splits(n: int, tps: list[int], cps: list[int], pps: np.ndarray) -> Iterator
                 yield tp, cp, pp
 
 
-def _structures(scenario: Scenario, n: int, tps: list[int], cps: list[int], pps: list[int], limit: int) -> _Enumerated:
+def _structures(scenario: Scenario, n: int, tps: list[int], cps: list[int], pps: list[int], limit: int,
+                uneven: bool = False) -> _Enumerated:
     """Structure rows of the space, at most ``limit`` + 1 of them (more means the space is too big to search)."""
     model, seqs, slots = scenario.model, scenario.global_batch_seqs, scenario.pipeline_slots
     experts = np.array(_divisors(model.moe.num_experts) if model.moe is not None else [1], dtype=np.int64)
@@ -206,7 +222,7 @@ def _structures(scenario: Scenario, n: int, tps: list[int], cps: list[int], pps:
         non_pp = tp * cp * dp
         eps = experts[non_pp % experts == 0].tolist() if len(experts) > 1 else [1]
         if pp not in pipelines:
-            pipelines[pp] = _pipelines(pp, slot_divisors)
+            pipelines[pp] = _pipelines(pp, slot_divisors, uneven)
         for ep in eps:
             etp = 1 if ep > 1 else tp
             found.rows += [(tp, cp, pp, dp, ep, etp, sched, v) for sched, v in pipelines[pp]]
@@ -229,8 +245,10 @@ def _empty_reason(scenario: Scenario, n: int, tps: list[int], found: _Enumerated
             "try another GPU count")
 
 
-def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
-    """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the cluster's).
+def layout_space(scenario: Scenario, gpus: int | None = None, uneven_stages: bool = False) -> Space:
+    """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the cluster's);
+    ``uneven_stages`` adds the pp and v that do not divide the layers, split by plan/derive.py ``uneven_split``
+    (not beside the embedding/loss slots, which Megatron refuses with an uneven split).
 
     ScenarioError before any work when the GPU count is past ``MAX_SEARCH_GPUS``, and before any layout is
     evaluated when the space holds more than ``MAX_CANDIDATES``.
@@ -249,9 +267,11 @@ def layout_space(scenario: Scenario, gpus: int | None = None) -> Space:
     kv = model.num_heads if model.mla is not None else model.kv_heads
     tps = [t for t in divisors if model.num_heads % t == 0 and kv % t == 0]
     cps = [c for c in divisors if model.seq_len % (2 * c) == 0 and model.seq_len // c >= MIN_TOKENS_PER_CP_RANK] or [1]
-    pps = [p for p in divisors if slots % p == 0]
+    uneven = splits_unevenly(scenario, uneven_stages)
+    # v >= 2 rounds the middle ranks' share up further and leaves the ends less: a pp v = 1 cannot split, no v can
+    pps = [p for p in divisors if slots % p == 0 or (uneven and bool(uneven_split(slots, p, 1)[3]))]
     limit = MAX_CANDIDATES // len(choices)
-    found = _structures(scenario, n, tps, cps, pps, limit)
+    found = _structures(scenario, n, tps, cps, pps, limit, uneven)
     if len(found.rows) > limit:
         name = "gpus" if gpus is not None else "cluster.gpus"
         raise ScenarioError(
