@@ -210,15 +210,17 @@ def memory(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()) 
 
 
 def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), gpus: int | None = None, top: int = 10,
-           out: str | os.PathLike | None = None, progress: Progress | None = None) -> RankedLayouts:
+           out: str | os.PathLike | None = None, uneven_stages: bool = False,
+           progress: Progress | None = None) -> RankedLayouts:
     """Every valid layout of ``scenario``'s model and batch on ``gpus`` GPUs (default: the scenario's), ranked by
-    step time; the ``top`` fastest kept with their budgets, every one written to ``out`` (Parquet) if given."""
+    step time; the ``top`` fastest kept with their budgets, every one written to ``out`` (Parquet) if given.
+    ``uneven_stages`` also tries pipeline depths the layers do not divide, split as Megatron allows."""
     from stepbudget.sweep.search import search as run_search
     from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
 
     sc = scenario_of(scenario, sets)
     result = run_search(sc, gpus=gpus, top=top,
-                        out=None if out is None else os.fspath(out), progress=progress)
+                        out=None if out is None else os.fspath(out), uneven_stages=uneven_stages, progress=progress)
     return RankedLayouts(result, lambda: search_dict(result),
                         lambda: [*summary_lines(result), top_table(result), "[bold]Why the winner wins[/bold]",
                                  *(f"  {line}" for line in why_lines(result))],

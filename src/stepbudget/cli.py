@@ -178,6 +178,9 @@ def search(
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPU count to search (default: the scenario's).")] = None,
     top: Annotated[int, typer.Option("--top", help="How many of the fastest layouts to print.")] = 10,
     out: Annotated[Optional[str], typer.Option("--out", help="Write every evaluated layout to this Parquet file.")] = None,
+    uneven_stages: Annotated[bool, typer.Option(
+        "--uneven-stages", help="Also try pipeline depths the layers do not divide (Megatron's first/last stages).")]
+    = False,
     as_json: AsJson = False,
 ) -> None:
     """Every valid layout for the model, cluster and batch: drop what does not fit, rank by step time."""
@@ -190,7 +193,7 @@ def search(
     _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
-            result = api.search(sc, gpus=gpus, top=top, out=out, progress=bar)
+            result = api.search(sc, gpus=gpus, top=top, out=out, uneven_stages=uneven_stages, progress=bar)
     except KeyboardInterrupt:
         print("stepbudget: search interrupted; nothing was written", file=sys.stderr)
         raise typer.Exit(130) from None

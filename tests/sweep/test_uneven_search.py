@@ -140,3 +140,21 @@ def test_preset_rankings_are_the_same_with_uneven_splits(name):
         assert b["step_s"] == pytest.approx(a["step_s"], rel=TOL, abs=0)
         assert b["memory_bytes"] == pytest.approx(a["memory_bytes"], rel=TOL, abs=0)
         assert b["first_stage_layers"] is None
+
+
+def test_the_command_line_tries_uneven_stages_only_when_asked():
+    import json
+
+    from typer.testing import CliRunner
+
+    from stepbudget import cli
+
+    args = ["search", "llama3-405b", "--gpus", "1024", "--top", "3", "--json",
+            *(x for s in ("layout.embedding_in_pipeline_split=false", "layout.loss_in_pipeline_split=false",
+                          "layout.pp=2", "layout.virtual_stages=63", "layout.dp=1024", "cluster.achieved_flops=null",
+                          "cluster.rate_scope=kernel") for x in ("--set", s))]
+    even = json.loads(CliRunner().invoke(cli.app, args).output)
+    uneven = json.loads(CliRunner().invoke(cli.app, [*args, "--uneven-stages"]).output)
+    assert all(126 % (t["layout"]["pp"] * t["layout"]["virtual_stages"]) == 0 for t in even["top"])
+    split = [t for t in uneven["top"] if t["layout"].get("first_stage_layers") is not None]
+    assert split and uneven["top"][0]["budget"]["step_s"] < even["top"][0]["budget"]["step_s"]

@@ -29,6 +29,8 @@ def row_label(row: dict) -> str:
         extra.append("SP")
     if row["cp"] > 1:
         extra.append(f"CP {row['cp_kind']}")
+    if row.get("first_stage_layers") is not None:  # search --uneven-stages: Megatron's first/last stage layers
+        extra.append(f"stages {row['first_stage_layers']}/…/{row['last_stage_layers']} layers")
     return f"{deg} · {sched} · " + " · ".join(extra)
 
 
