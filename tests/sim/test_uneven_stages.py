@@ -17,8 +17,8 @@ LLAMA_PP16 = ["layout.embedding_in_pipeline_split=false", "layout.loss_in_pipeli
 CASES = {
     "llama3-405b 7/8x14/7 (Megatron's rule)": ("llama3-405b", [*LLAMA_PP16, "layout.first_stage_layers=7",
                                                                "layout.last_stage_layers=7"]),
-    "llama3-405b 14/8x14/0": ("llama3-405b", [*LLAMA_PP16, "layout.first_stage_layers=14",
-                                              "layout.last_stage_layers=0"]),
+    "llama3-405b 6/8x14/8": ("llama3-405b", [*LLAMA_PP16, "layout.first_stage_layers=6",
+                                             "layout.last_stage_layers=8"]),
     "megascale-175b 18/12x6/6, v6": ("megascale-175b", ["layout.first_stage_layers=18",
                                                         "layout.last_stage_layers=6"]),
 }

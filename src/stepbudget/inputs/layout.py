@@ -13,6 +13,8 @@ from stepbudget.inputs._types import MAX_COUNT, Count, Degree, ElementBytes, Fro
 DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
 StageLayers = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 """Layers of one pipeline stage: 0 or more (a stage may hold only the embedding or the loss)."""
+EdgeStageLayers = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+"""Layers of the first or last rank in Megatron's uneven split: at least 1 (transformer_config.py refuses 0)."""
 MAX_OPTIMIZER_BYTES = 64.0
 """Most optimizer bytes per parameter (ZeRO's K): mixed-precision Adam keeps 12 (FP32 master and two FP32
 moments), an FP64 master with FP64 moments 24; 64 leaves room for any optimizer's extra state."""
@@ -86,11 +88,11 @@ class Layout(Frozen):
     """Count the embedding as one layer slot of the first stage (Megatron flag of that name)."""
     loss_in_pipeline_split: bool = False
     """Count the LM head and loss as one layer slot of the last stage (Megatron flag)."""
-    first_stage_layers: StageLayers | None = None
+    first_stage_layers: EdgeStageLayers | None = None
     """Transformer layers of the first pipeline rank, all its chunks together (Megatron's
     ``decoder_first_pipeline_num_layers``); the ranks without a stated count split the rest evenly.
     null: an even split."""
-    last_stage_layers: StageLayers | None = None
+    last_stage_layers: EdgeStageLayers | None = None
     """Transformer (and MTP) layers of the last pipeline rank, all its chunks together (Megatron's
     ``decoder_last_pipeline_num_layers``). null: an even split."""
     stage_layers: tuple[StageLayers, ...] | None = None
