@@ -95,7 +95,7 @@ class Profile:
 
     @property
     def empty(self) -> bool:
-        return not any(v != PARAMETERS[_base(k)].neutral for k, v in self.values.items())
+        return not any(v != kind(k).neutral for k, v in self.values.items())
 
     def gemm_scale(self, gpu_name: str) -> float:
         return self.values.get(f"gemm_scale:{gpu_family(gpu_name)}", 1.0)
@@ -115,8 +115,9 @@ class Profile:
 NO_PROFILE = Profile(NONE)
 
 
-def _base(name: str) -> str:
-    return name.partition(":")[0]
+def kind(name: str) -> Parameter:
+    """The kind of a parameter name already checked (``gemm_scale:h100`` is a gemm_scale); KeyError otherwise."""
+    return PARAMETERS[name.partition(":")[0]]
 
 
 def shipped_profiles() -> list[str]:

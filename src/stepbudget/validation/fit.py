@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from stepbudget.budget.step import estimate
-from stepbudget.inputs.profiles import PARAMETERS, Profile, gpu_family, kind_of
+from stepbudget.inputs.profiles import PARAMETERS, Profile, gpu_family, kind
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.plan.calibration import microbatch_slots, routed_token_layers
 from stepbudget.plan.derive import Plan, derive
@@ -120,21 +120,14 @@ def parameter_names(points: Sequence[Point], wanted: Sequence[str]) -> list[str]
     return names
 
 
-def _x_scale(name: str) -> float:
-    kind = kind_of(name)
-    assert kind is not None
-    return max(kind.high - kind.low, 1e-12) / 10
-
-
 def fit_values(points: Sequence[Point], names: Sequence[str]) -> dict[str, float]:
     """The parameter values that fit ``points`` best (robust least squares on the log step error)."""
     if not names or not points:
         return {}
-    kinds = [kind_of(n) for n in names]
-    lo = np.array([k.low for k in kinds if k])
-    hi = np.array([k.high for k in kinds if k])
+    kinds = [kind(n) for n in names]
+    lo, hi = np.array([k.low for k in kinds]), np.array([k.high for k in kinds])
     # a cost starts just inside its bound of 0: started on a bound, the trust region can stall there
-    x0 = np.array([k.neutral + (0.01 * (k.high - k.low) if k.neutral == k.low else 0.0) for k in kinds if k])
+    x0 = np.array([k.neutral + (0.01 * (k.high - k.low) if k.neutral == k.low else 0.0) for k in kinds])
     measured = np.array([p.measured_s for p in points])
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -142,7 +135,7 @@ def fit_values(points: Sequence[Point], names: Sequence[str]) -> dict[str, float
         return np.log(np.array([p.step_s(values) for p in points]) / measured)
 
     fit = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), loss=LOSS, f_scale=F_SCALE,
-                        x_scale=np.array([_x_scale(n) for n in names]))
+                        x_scale=(hi - lo) / 10)  # each parameter in steps of a tenth of its range
     return dict(zip(names, (float(v) for v in fit.x)))
 
 
@@ -150,12 +143,13 @@ def bootstrap(points: Sequence[Point], names: Sequence[str], rounds: int = BOOTS
               seed: int = 0) -> dict[str, tuple[float, float]]:
     """A 90 % percentile interval of each parameter over ``rounds`` resamples of the runs (with replacement)."""
     rng = np.random.default_rng(seed)
+    wanted = list(dict.fromkeys(n.partition(":")[0] for n in names))
     draws = []
     for _ in range(rounds):
-        pick = rng.integers(0, len(points), len(points))
-        sample = [points[i] for i in pick]
-        fitted = fit_values(sample, [n for n in names if n in parameter_names(sample, [n.partition(":")[0]])])
-        draws.append([fitted.get(n, PARAMETERS[n.partition(":")[0]].neutral) for n in names])
+        sample = [points[i] for i in rng.integers(0, len(points), len(points))]
+        present = set(parameter_names(sample, wanted))  # a resample may miss a GPU family or every MoE run
+        fitted = fit_values(sample, [n for n in names if n in present])
+        draws.append([fitted.get(n, kind(n).neutral) for n in names])
     a = np.array(draws).reshape(len(draws), len(names))
     return {n: (float(np.percentile(a[:, i], 5)), float(np.percentile(a[:, i], 95))) for i, n in enumerate(names)}
 

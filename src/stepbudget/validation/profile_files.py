@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from stepbudget.inputs.files import atomic_write, check_writable
-from stepbudget.inputs.profiles import PARAMETERS, SCHEMA, parse_profile
+from stepbudget.inputs.profiles import SCHEMA, parse_profile
+from stepbudget.inputs.profiles import kind as parameter_kind
 from stepbudget.validation.compare import Summary
 from stepbudget.validation.fit import LOSS, GroupFit
 
@@ -31,7 +32,7 @@ def _summary(s: Summary) -> dict:
 def parameters_doc(fit: GroupFit) -> dict:
     out = {}
     for name in fit.names:
-        kind = PARAMETERS[name.partition(":")[0]]
+        kind = parameter_kind(name)
         lo, hi = fit.intervals[name]
         out[name] = {"value": fit.values[name], "interval_90": [lo, hi], "unit": kind.unit or "1",
                      "bounds": [kind.low, kind.high], "what": kind.what}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from stepbudget.inputs.profiles import PARAMETERS
+from stepbudget.inputs.profiles import kind as parameter_kind
 from stepbudget.validation.fit import GroupFit
 from stepbudget.validation.profile_files import WAYS, errors_doc, parameters_doc
 
@@ -43,7 +43,7 @@ def parameters_table(fit: GroupFit) -> Table:
     for col in ("parameter", "value", "interval", "what"):
         t.add_column(col, justify="left" if col in ("parameter", "what") else "right")
     for name in fit.names:
-        kind = PARAMETERS[name.partition(":")[0]]
+        kind = parameter_kind(name)
         lo, hi = fit.intervals[name]
         t.add_row(name, _number(fit.values[name], kind.unit), f"{_number(lo, kind.unit)} .. {_number(hi, kind.unit)}",
                   kind.what)
