@@ -82,7 +82,7 @@ def predict(case: Case, profile: str | None = None) -> Row:
     """The uncalibrated prediction of ``case``, and with ``profile`` the calibrated one beside it."""
     if case.scenario is None or case.reason is not None:
         return Row(case, None, None)
-    row = dataclasses.replace(_row(case, estimate(derive(case.scenario))), memory=memory_fit(case))
+    row = _row(case, estimate(derive(case.scenario)))
     if profile is None:
         return row
     b = estimate(derive(with_profile(case.scenario, profile)))
@@ -90,7 +90,9 @@ def predict(case: Case, profile: str | None = None) -> Row:
 
 
 def _row(case: Case, b: Budget) -> Row:
-    return Row(case, float(b.step_s), float(b.mfu), float(b.compute_s), float(b.bubble_s), float(b.exposed_comm_s))
+    """The row of a predicted run: its budget's terms, and its memory against its GPU's HBM."""
+    return Row(case, float(b.step_s), float(b.mfu), float(b.compute_s), float(b.bubble_s), float(b.exposed_comm_s),
+               memory=memory_fit(case))
 
 
 def explain(paths: str | list[str] | None, run_id: str, profile: str | None = None) -> tuple[Row, Budget]:
@@ -110,8 +112,7 @@ def explain(paths: str | list[str] | None, run_id: str, profile: str | None = No
     if profile is not None:
         load_profile(profile)
     b = estimate(derive(case.scenario if profile is None else with_profile(case.scenario, profile)))
-    row = Row(case, None, None) if case.reason is not None else dataclasses.replace(_row(case, b), memory=memory_fit(case))
-    return row, b
+    return (Row(case, None, None) if case.reason is not None else _row(case, b)), b
 
 
 def validate(paths: str | list[str] | None = None, progress: Callable[[int, int], None] | None = None, *,
