@@ -36,7 +36,7 @@ def test_the_good_run_is_predicted_and_the_bad_one_listed(runs_file):
     assert result.to_dict()["summary"]["n"] == 1
     assert {r["id"] for r in result.rows()} == {good, "lots_of_gpus"}
     text = " ".join(result.text().split())
-    assert "Not predicted (1)" in text and "lots_of_gpus: run lots_of_gpus: num_gpus" in text
+    assert "Not predicted (1)" in text and "lots_of_gpus: num_gpus" in text
 
 
 def test_the_cli_lists_the_bad_run_under_not_predicted(runs_file):
@@ -45,7 +45,7 @@ def test_the_cli_lists_the_bad_run_under_not_predicted(runs_file):
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())  # rich wraps lines at the terminal's width
     assert "Not predicted (1)" in out
-    assert "lots_of_gpus: run lots_of_gpus: num_gpus: 'lots' is not a positive integer" in out
+    assert "lots_of_gpus: num_gpus: 'lots' is not a positive integer" in out
     assert good in out
 
 

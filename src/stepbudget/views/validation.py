@@ -154,7 +154,8 @@ def summary_table(summaries: list[Summary], calibrated: list[Summary] | None = N
 
 
 def skipped_lines(rows: list[Row]) -> list[str]:
-    return [f"{r.case.id}: {r.case.reason}" for r in rows if r.error is None]
+    """One line per run not predicted: its id and why (a malformed run's reason already names it)."""
+    return [f"{r.case.id}: {str(r.case.reason).removeprefix(f'run {r.case.id}: ')}" for r in rows if r.error is None]
 
 
 def figure_5_5(rows: list[Row], path: str | os.PathLike, profile: str | None = None) -> None:
