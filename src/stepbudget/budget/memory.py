@@ -102,17 +102,19 @@ def layer_widths(model: Model) -> dict[str, float]:
     else:
         qkv, latent = d_qk + 2 * model.kv_heads * model.head_width, 0.0  # GQA: K and V have kv_heads heads
     mlp: float = per_ff * model.ffn_size
+    pointwise: float = model.ffn_size  # one d_ff a pointwise op makes: SwiGLU's gate x up, GeLU's output
     if model.moe is not None:
         moe = model.moe
         routed = moe.top_k * (h + per_ff * moe.expert_ffn_size)  # dispatched copy + intermediates
         shared = moe.shared_experts * per_ff * moe.shared_width
         share = model.moe_layers / model.num_layers
         mlp = (1 - share) * mlp + share * (routed + shared)
+        pointwise = (1 - share) * pointwise + share * (moe.top_k * moe.expert_ffn_size + moe.shared_experts * moe.shared_width)
     # per-op selective checkpointing saves Q (wq), V (wv), the attention output and the first MLP matmul's
     # output (w1); wk, wo and w3 (or a two-matrix MLP's w2) run again (plan/flops.op_sac_params)
     op_sac = d_qk + model.kv_heads * model.head_width + attn_out + model.ffn_size
     return {"h": h, "heads": a, "qkv_width": qkv, "attn_out_width": attn_out, "mlp_width": mlp,
-            "latent_width": latent, "dropout": model.dropout, "op_sac_width": op_sac}
+            "latent_width": latent, "dropout": model.dropout, "op_sac_width": op_sac, "mlp_pointwise_width": pointwise}
 
 
 def first_rank_layers(plan: Plan) -> np.ndarray:
@@ -205,7 +207,7 @@ def _rank_memory(plan: Plan, layers, inflight, rank: int) -> Memory:
     s = model.seq_len / plan.cp
     per_layer = layer_activation_bytes(
         s, plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, lay.flash_attention,
-        s_kv=model.seq_len, **layer_widths(model),
+        s_kv=model.seq_len, compiled=lay.compiled, **layer_widths(model),
     )
     if is_first:
         extras = activation_bytes_extras(s, plan.micro_batch, h, V, plan.tp, plan.pp, plan.sequence_parallel,

@@ -73,6 +73,12 @@ class Layout(Frozen):
     layer); selective-op (torchtitan's per-op policy: every second matmul and the memory-bound operators)."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (FlashAttention): no 5as/h term."""
+    compiled: bool = False
+    """The model runs under torch.compile (Inductor). Its default partitioner,
+    ``functorch.compile.min_cut_rematerialization_partition``, "partitions the joint graph such that the backward
+    recomputes the forward": cheap pointwise results are recomputed rather than saved, so a layer keeps neither
+    its norms' outputs nor its MLP's pointwise product (memory only: the recompute is fused into kernels that run
+    anyway)."""
     attention_kernel: AttentionKernel = AttentionKernel.BEST
     """Which fused attention kernel: the GPU's best (gpus.yaml), flash-attention-2 (PyTorch SDPA's
     flash backend, or the flash-attn 2 package, on Hopper) or flash-attention-1."""

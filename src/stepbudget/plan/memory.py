@@ -173,6 +173,7 @@ def model_state_bytes(
 def layer_activation_bytes(
     s, b, t, sp, recompute=Recompute.NONE, flash=False, *,
     h, heads, qkv_width, attn_out_width, mlp_width, dropout=True, latent_width=0.0, s_kv=None, op_sac_width=0.0,
+    compiled=False, mlp_pointwise_width=0.0,
 ) -> np.ndarray:
     """Activation bytes one transformer layer stores for one micro-batch, any layer shape.
 
@@ -193,7 +194,10 @@ def layer_activation_bytes(
     ``2sbh`` (/t with SP), Korthikanti22 Table 2. Per-op selective checkpointing (``selective-op``)
     keeps the layer input and the MLP's output (SwiGLU's w2 is a saved matmul; a two-matrix MLP's is
     recomputed, so there this overcounts 2h), ``4h`` outside TP, and the saved matmul and attention
-    outputs, ``2 op_sac_width`` split over TP. Shape: array arguments broadcast.
+    outputs, ``2 op_sac_width`` split over TP. ``compiled`` (torch.compile's min-cut partitioner) recomputes
+    what pointwise ops make from saved tensors: the two norms' outputs (the QKV and MLP inputs, ``2h + 2h``) and
+    the MLP's pointwise product (``mlp_pointwise_width``: SwiGLU's gate times up, GeLU's output). Shape: array
+    arguments broadcast.
     """
     s_kv = s if s_kv is None else s_kv
     code, s, s_kv, b, t, sp, flash = np.broadcast_arrays(
@@ -202,8 +206,10 @@ def layer_activation_bytes(
     )
     tokens = s * b
     outside_tp = np.where(sp, 1 / t, 1.0)  # LN, dropout, inputs: replicated over TP unless SP, 4.2.2
-    replicated = 4 * h + 2 * h + 2 * h + 2 * latent_width + (2 * h if dropout else 0)  # bytes/token, 4.1
-    split = 2 * qkv_width + 2 * attn_out_width + 2 * mlp_width  # bytes/token of TP-split tensors, 4.1
+    norm_outputs = 0.0 if compiled else 2 * h + 2 * h  # the QKV and MLP inputs: recomputed when compiled
+    replicated = 4 * h + norm_outputs + 2 * latent_width + (2 * h if dropout else 0)  # bytes/token, 4.1
+    mlp_saved = mlp_width - (mlp_pointwise_width if compiled else 0.0)
+    split = 2 * qkv_width + 2 * attn_out_width + 2 * mlp_saved  # bytes/token of TP-split tensors, 4.1
     keeps_scores = (code == RECOMPUTE_CODES[Recompute.NONE]) & ~flash  # selective recompute / flash drop them
     scores = keeps_scores * (5 if dropout else 2) * heads * s_kv  # bytes per query token, 4.1
     stored = tokens * (replicated * outside_tp + (split + scores) / t)

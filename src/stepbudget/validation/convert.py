@@ -115,6 +115,7 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("layout.micro_batch",), rules.micro_batch),
     (("layout.sequence_parallel", "layout.tp", "layout.flash_attention"), rules.sequence_parallel),
     (("layout.recompute",), rules.recompute),
+    (("layout.compile", "layout.framework"), rules.compiled),
     (("layout.zero_stage", "layout.dp_type", "layout.dp_replicas"), rules.dp_kind),
     (("layout.order", "layout.framework"), rules.rank_order),
     (("layout.global_batch_seqs",), rules.batch),

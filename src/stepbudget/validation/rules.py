@@ -271,6 +271,15 @@ def recompute(r: StatedRun, sc: dict, notes: list[str]) -> None:
         (mode for pattern, mode in RECOMPUTE_MODES if re.search(pattern, stated)), "none")
 
 
+def compiled(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    """torch.compile, as ``layout.compile`` states it or the framework names it (not "no torch.compile", not eager)."""
+    stated = r.layout.get("compile")
+    fw = r.framework.lower()
+    named = bool(re.search(r"torch\.compile", fw)) and not re.search(r"\b(no|without)\s+torch\.compile|\beager\b", fw)
+    if (flag_of(stated) if stated is not None else named):
+        sc.setdefault("layout", {})["compiled"] = True  # Inductor's partitioner recomputes pointwise results
+
+
 def dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
     zero = text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))
