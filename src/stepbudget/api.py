@@ -391,7 +391,7 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
     return WireResult(w, lambda: wire_dict(w), lambda: [wire_table(w)],
                       lambda d: [{"t_s": t, "rate_Bps": r} for t, r in zip(d["series"]["t_s"], d["series"]["rate_Bps"])],
                       lambda d: f"{d['scenario']}: {d['bytes_per_nic'] / 1e9:,.1f} GB per NIC per step, "
-                                f"duty cycle {d['duty_cycle']:.1%}")
+                                f"duty cycle {d['duty_cycle']:.1%}", profile=profile_label(sc))
 
 
 def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), skew: str = "uniform",
