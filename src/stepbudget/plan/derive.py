@@ -6,6 +6,7 @@ gets the same Plan with arrays of that shape: the budget code never knows the di
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -19,7 +20,7 @@ from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
 from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
 from stepbudget.inputs.profiles import NO_PROFILE, Profile
-from stepbudget.plan.calibration import microbatch_slots, overhead_s, profile_of, routed_token_layers
+from stepbudget.plan.calibration import profile_of
 from stepbudget.plan.memory import parameter_copies
 from stepbudget.plan.operators import (Op, attention_kernels, head_ops, layer_ops, layer_times, op_sac_again,
                                        optimizer_s)
@@ -99,14 +100,39 @@ class Plan:
     """Optimizer step time inside the compute time (operator model only)."""
     comm_sm_share: float = 0.0
     """Share of the SMs overlapped communication kernels hold (overlap.comm_sm_share, "auto" resolved)."""
-    overhead_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
-    """Costs a step pays beyond the budget's terms: cluster.step_overhead_s and the profile's (plan/calibration.py)."""
     profile: Profile = NO_PROFILE
-    """The calibration profile the operator model's rate and costs carry (none for a stated rate)."""
+    """The calibration profile the operator model's rate and costs carry (none for a stated rate): set by
+    ``with_profile``."""
 
     @property
     def shape(self) -> tuple[int, ...]:
         return np.shape(self.tp)
+
+    @property
+    def microbatch_slots(self) -> np.ndarray:
+        """Micro-batch passes on the pipeline's critical path: m, plus the p - 1 of the fill (Narayanan21 2.2.1)."""
+        return np.asarray(self.microbatches, dtype=float) + self.pp - 1
+
+    @property
+    def routed_token_layers(self) -> np.ndarray:
+        """Tokens one GPU routes to experts per step, summed over the MoE layers it holds: m b s/(c t) k L_moe/p."""
+        moe = self.scenario.model.moe
+        return self.microbatches * self.dispatch_tokens * (moe.top_k if moe else 0) * self.moe_layers_per_gpu
+
+    @property
+    def overhead_s(self) -> np.ndarray:
+        """Costs a step pays beyond the budget's terms: cluster.step_overhead_s, and the profile's per step, per
+        micro-batch slot and per routed token-layer (inputs/profiles.py)."""
+        p = self.profile
+        return (self.scenario.cluster.step_overhead_s + p.cost("step_s") + p.cost("microbatch_s") * self.microbatch_slots
+                + p.cost("routed_token_s") * self.routed_token_layers)
+
+    def with_profile(self, profile: Profile) -> "Plan":
+        """This uncalibrated plan run with ``profile``: the operator model's rate (the optimizer's too) times its
+        GPU family's ``gemm_scale``, and its costs in ``overhead_s``."""
+        scale = profile.gemm_scale(self.scenario.cluster.gpu.name)  # the stack's sustained rate against the model's
+        return dataclasses.replace(self, flops_rate=self.flops_rate * scale, optimizer_s=self.optimizer_s / scale,
+                                   profile=profile)
 
     @property
     def layer_units(self) -> np.ndarray:
@@ -251,13 +277,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
     counts = model_counts(model, scenario.flops.convention)
     work = _work(scenario, counts, lay)
     rate = _rate(scenario, lay, work)
-    profile = profile_of(scenario, rate.source)
-    scale = profile.gemm_scale(cl.gpu.name)  # the stack's sustained rate against the operator model's
     q, tier = _geometry(scenario, lay, work.dp_group, work.expert_dp_group)
     layers_per_gpu = model.num_layers / lay.pp
-    moe_layers_per_gpu = model.moe_layers / lay.pp
-    dispatch = lay.micro_batch * model.seq_len / (lay.cp * lay.tp)  # Plan.dispatch_tokens
-    routed = routed_token_layers(scenario, work.microbatches, dispatch, moe_layers_per_gpu)
     copies = parameter_copies(lay.schedule)  # DualPipe ranks hold two stages' parameters (budget/traffic.py)
     return Plan(
         scenario=scenario,
@@ -268,7 +289,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         microbatches=work.microbatches,
         tokens_per_step=work.tokens_per_step,
         layers_per_gpu=layers_per_gpu,
-        moe_layers_per_gpu=moe_layers_per_gpu,
+        moe_layers_per_gpu=model.moe_layers / lay.pp,
         params_dense_per_gpu=work.params_dense_per_gpu,
         params_expert_per_gpu=work.params_expert_per_gpu,
         dp_group=work.dp_group,
@@ -279,7 +300,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
                                  work.dp_group),
         model_flops_per_gpu=work.model_flops_per_gpu,
         hardware_flops_per_gpu=work.hardware_flops_per_gpu,
-        flops_rate=rate.flops_rate * scale,
+        flops_rate=rate.flops_rate,
         peak_flops=float(cl.gpu.peak_bf16_flops),
         rate_scope=cl.rate_scope,
         nvlink_Bps=cl.nvlink_Bps * cl.nvlink_efficiency,
@@ -291,10 +312,8 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         rate_source=rate.source,
         comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, rate.source),
         operators=rate.operators,
-        optimizer_s=rate.optimizer_s / scale,
-        overhead_s=overhead_s(scenario, profile, microbatch_slots(work.microbatches, lay.pp), routed),
-        profile=profile,
-    )
+        optimizer_s=rate.optimizer_s,
+    ).with_profile(profile_of(scenario, rate.source))
 
 
 def _geometry(scenario: Scenario, lay: LayoutArrays, dp_group: np.ndarray,

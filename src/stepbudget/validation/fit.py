@@ -18,7 +18,6 @@ quoted error is the cross-validated one.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from scipy.optimize import least_squares
 from stepbudget.budget.step import estimate
 from stepbudget.inputs.profiles import PARAMETERS, Profile, gpu_family, kind
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.plan.calibration import microbatch_slots, routed_token_layers
 from stepbudget.plan.derive import Plan, derive
 from stepbudget.validation.compare import Row, Summary, summarize
 from stepbudget.validation.convert import Case
@@ -68,10 +66,19 @@ class Point:
     """The GPU family its ``gemm_scale`` is fitted per."""
     base_s: np.ndarray
     """Its budget's step, without the profile's costs, at each scale of ``SCALE_GRID``."""
-    slots: float
-    routed: float
-    fixed_s: float
-    """The scenario's own ``cluster.step_overhead_s``."""
+
+    @property
+    def slots(self) -> float:
+        return float(self.plan.microbatch_slots)
+
+    @property
+    def routed(self) -> float:
+        return float(self.plan.routed_token_layers)
+
+    @property
+    def fixed_s(self) -> float:
+        """The scenario's own ``cluster.step_overhead_s``."""
+        return float(self.plan.scenario.cluster.step_overhead_s)
 
     @property
     def measured_s(self) -> float:
@@ -84,12 +91,7 @@ class Point:
 
     def exact_s(self, values: dict[str, float]) -> float:
         """The step the full model gives with these values: what ``cluster.profile`` does (plan/derive.py)."""
-        s = values.get(f"gemm_scale:{self.family}", 1.0)
-        costs = (values.get("step_s", 0.0) + values.get("microbatch_s", 0.0) * self.slots
-                 + values.get("routed_token_s", 0.0) * self.routed)
-        plan = dataclasses.replace(self.plan, flops_rate=self.plan.flops_rate * s, optimizer_s=self.plan.optimizer_s / s,
-                                   overhead_s=self.plan.overhead_s + costs)
-        return float(estimate(plan).step_s)
+        return float(estimate(self.plan.with_profile(Profile("fit", dict(values)))).step_s)
 
 
 def point_of(case: Case) -> Point:
@@ -97,13 +99,11 @@ def point_of(case: Case) -> Point:
     sc = case.scenario
     assert sc is not None and case.measured_step_s
     plan = derive(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"profile": "none"})}))
+    family = gpu_family(sc.cluster.gpu.name)
     fixed = float(sc.cluster.step_overhead_s)
-    base = np.array([float(estimate(dataclasses.replace(plan, flops_rate=plan.flops_rate * s,
-                                                        optimizer_s=plan.optimizer_s / s)).step_s) - fixed
+    base = np.array([float(estimate(plan.with_profile(Profile("scale", {f"gemm_scale:{family}": s}))).step_s) - fixed
                      for s in SCALE_GRID])
-    routed = routed_token_layers(sc, plan.microbatches, plan.dispatch_tokens, plan.moe_layers_per_gpu)
-    return Point(case, plan, gpu_family(sc.cluster.gpu.name), base, float(microbatch_slots(plan.microbatches, plan.pp)),
-                 float(routed), fixed)
+    return Point(case, plan, family, base)
 
 
 def parameter_names(points: Sequence[Point], wanted: Sequence[str]) -> list[str]:
