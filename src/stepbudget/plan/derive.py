@@ -459,9 +459,9 @@ def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_
     busiest = np.where(dualpipe, np.maximum(middle, rank0), np.maximum(others, last))
     even = np.where(pp == 1, single, busiest)
     if not (e or l_):  # Megatron splits unevenly only without the embedding/loss slots
-        first_n, middle_n, last_n, ok = uneven_split(sc.pipeline_slots, pp, lay.v)
+        first_n, middle_n, last_n, ruled = ruled_split(sc.pipeline_slots, pp, lay.v)
         rule = _stage_split_s(first_n, middle_n, last_n, pp, layer_s, head_fwd + head_bwd, dualpipe)
-        even = np.where((sc.pipeline_slots % (pp * lay.v) != 0) & ok, rule, even)  # dividing layouts as before
+        even = np.where(ruled, rule, even)  # dividing layouts as before
     if not sc.layout.uneven_split:
         return even
     # a stated split holds for the scenario's own pp; a sweep's other pp values keep the split above
@@ -485,6 +485,12 @@ def uneven_split(layers, pp, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     first = v * -(-rest // (2 * v))  # the larger half, in whole chunks
     last = rest - first
     return first, middle, last, (p >= 2) & (L % v == 0) & (last >= v)
+
+
+def ruled_split(layers, pp, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``uneven_split``, and where it applies: pp x v does not divide the layers and Megatron builds the split."""
+    first, middle, last, ok = uneven_split(layers, pp, v)
+    return first, middle, last, (np.asarray(layers) % (np.asarray(pp) * v) != 0) & ok
 
 
 def _stage_split_s(first: np.ndarray, middle: np.ndarray, last: np.ndarray, pp: np.ndarray, layer_s: np.ndarray,

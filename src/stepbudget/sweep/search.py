@@ -19,7 +19,7 @@ import numpy as np
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
-from stepbudget.plan.derive import Plan, derive, uneven_split
+from stepbudget.plan.derive import Plan, derive, ruled_split
 from stepbudget.budget.rate import kernel_scenario
 from stepbudget.sweep.space import (CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, check_search_gpus,
                                     layout_space, splits_unevenly)
@@ -91,9 +91,8 @@ def _rank(row: dict) -> float:
 def split_columns(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``SPLIT_COLUMNS`` of a chunk: the uneven split (plan/derive.py ``uneven_split``) where pp x v does not
     divide the layer slots, as derive times it; -1 where it divides or the scenario states its own split."""
-    slots, pp, v = base.pipeline_slots, cols["pp"], cols["virtual_stages"]
-    first, _, last, ok = uneven_split(slots, pp, v)
-    ruled = (slots % (pp * v) != 0) & ok
+    pp = cols["pp"]
+    first, _, last, ruled = ruled_split(base.pipeline_slots, pp, cols["virtual_stages"])
     if base.layout.uneven_split:  # derive keeps the stated split at the scenario's own pp
         ruled &= pp != base.layout.pp
     return {"first_stage_layers": np.where(ruled, first, -1), "last_stage_layers": np.where(ruled, last, -1)}
