@@ -15,6 +15,17 @@ StageLayers = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 """Layers of one pipeline stage: 0 or more (a stage may hold only the embedding or the loss)."""
 EdgeStageLayers = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 """Layers of the first or last rank in Megatron's uneven split: at least 1 (transformer_config.py refuses 0)."""
+def stated_rank_layers(layers: int, pp: int, first: int | None, last: int | None,
+                       listed: tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
+    """Layers of each pipeline rank under a stated split: a per-stage list's stages j on rank j mod pp (Megatron's
+    interleaving order), else the first and last ranks as stated and the others sharing the rest evenly."""
+    if listed is not None:
+        return tuple(sum(listed[r::pp]) for r in range(pp))
+    ranks = pp - (first is not None) - (last is not None)
+    middle = (layers - (first or 0) - (last or 0)) // max(ranks, 1)
+    return (middle if first is None else first,) + (middle,) * (pp - 2) + (middle if last is None else last,)
+
+
 MAX_OPTIMIZER_BYTES = 64.0
 """Most optimizer bytes per parameter (ZeRO's K): mixed-precision Adam keeps 12 (FP32 master and two FP32
 moments), an FP64 master with FP64 moments 24; 64 leaves room for any optimizer's extra state."""

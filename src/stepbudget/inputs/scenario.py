@@ -19,7 +19,8 @@ from stepbudget.inputs.documents import LimitError, plain, read_document, read_y
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_text
 from stepbudget.inputs.hardware import Cluster, named_gpu
-from stepbudget.inputs.layout import Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split
+from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
+                                      stated_rank_layers)
 from stepbudget.inputs.model import Model
 
 DEFAULT_SCENARIO = "llama3-405b"
@@ -200,15 +201,10 @@ class Scenario(Frozen):
         ``stage_layers``: virtual stage j on rank j mod pp (Megatron's interleaving order)."""
         lay, layers = self.layout, self.model.num_layers + self.model.mtp_layers
         pp = lay.pp
-        if lay.stage_layers is not None:
-            return tuple(sum(lay.stage_layers[r::pp]) for r in range(pp))
-        if pp == 1:
+        if pp == 1 and lay.stage_layers is None:
             return (layers,)
         if lay.uneven_split:
-            first, last = lay.first_stage_layers, lay.last_stage_layers
-            ranks = pp - (first is not None) - (last is not None)
-            middle = (layers - (first or 0) - (last or 0)) // max(ranks, 1)
-            return (middle if first is None else first,) + (middle,) * (pp - 2) + (middle if last is None else last,)
+            return stated_rank_layers(layers, pp, lay.first_stage_layers, lay.last_stage_layers, lay.stage_layers)
         per = self.pipeline_slots // pp
         e, l_ = int(lay.embedding_in_pipeline_split), int(lay.loss_in_pipeline_split)
         return (per - e,) + (per,) * (pp - 2) + (per - l_,)

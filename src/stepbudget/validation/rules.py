@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 
+from stepbudget.inputs.layout import stated_rank_layers
 from stepbudget.inputs.scenario import raw_scenario
 from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
 from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, NVLINK_PER_DIRECTION,
@@ -193,15 +194,17 @@ def schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 def _stage_counts(lay: dict, layers: int, pp: int) -> list[int]:
     """Layers per pipeline rank as the run splits them (an even split, or its uneven first/last or per-stage
-    counts; the ranks without a count share the rest evenly), [] where they do not split into whole layers."""
+    counts: inputs/layout.py ``stated_rank_layers``), [] where they do not split into whole layers."""
     first, last, listed = _uneven_split(lay)
     if isinstance(listed, list):
-        return [n for n in listed if isinstance(n, int)]
-    stated = [n for n in (first, last) if isinstance(n, int)]
-    rest, ranks = layers - sum(stated), pp - len(stated)
-    if ranks < 1 or rest < 0 or rest % ranks:
-        return stated if ranks < 1 else []
-    return stated + [rest // ranks] * ranks
+        listed = [n for n in listed if isinstance(n, int)]
+        return list(stated_rank_layers(layers, pp, None, None, listed)) if listed else []
+    first, last = (n if isinstance(n, int) else None for n in (first, last))
+    ranks = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if rest < 0 or (ranks and rest % ranks) or (not ranks and rest):
+        return []
+    return list(stated_rank_layers(layers, pp, first, last, None))
 
 
 def _shallowest_depth(counts: list[int], lay: dict) -> int:
