@@ -273,7 +273,8 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
                         lambda d: [{"name": v["name"], **{k: v["budget"][k] for k in ("step_s", "compute_s", "bubble_s",
                                                                                    "exposed_comm_s", "mfu")},
                                     "memory_bytes": v["memory"]["total_bytes"]} for v in d["variants"]],
-                        lambda d: f"{len(d['variants'])} variants of {ref}", profile=profile_label(load(ref, list(sets))))
+                        lambda d: f"{len(d['variants'])} variants of {ref}",
+                        profile=profile_label(result[0].scenario))  # the base variant
 
 
 def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *, profile: str | None = None,
