@@ -322,9 +322,7 @@ def calibrate(
         with _progress(not as_json, "fitting", "steps") as bar:
             result = api.calibrate(runs or None, params=params.split(","), group_by=group_by, out=out, name=name,
                                    bootstrap=bootstrap, strict=strict, command=command, progress=bar)
-    except ScenarioError as e:
-        fail(str(e))
-    except ValueError as e:
+    except ValueError as e:  # a ScenarioError, or api.calibrate's check of --bootstrap
         fail(str(e))
     _show(as_json, result)
     if result.refused and out is not None:
