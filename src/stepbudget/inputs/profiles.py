@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import yaml
+
 from stepbudget.inputs.documents import plain, read_yaml
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_text
@@ -159,7 +161,7 @@ def parse_profile(text: str, where: str) -> Profile:
         plain(doc, "cluster.profile")
     except ScenarioError as e:
         raise ScenarioError(f"cluster.profile: {where}: {e}") from None
-    except Exception as e:  # a YAML syntax error: one line, the parser's first
+    except yaml.YAMLError as e:  # a syntax error or a bound passed (LimitError): one line, the parser's first
         raise ScenarioError(f"cluster.profile: {where} is not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("parameters"), dict):
         raise ScenarioError(f"cluster.profile: {where} has no 'parameters:' mapping; write it with stepbudget calibrate")
