@@ -285,23 +285,27 @@ def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None
     from stepbudget.validation.compare import summaries_of
     from stepbudget.validation.compare import validate as run_validate
     from stepbudget.validation.ablation import ablations
-    from stepbudget.views.validation import (ablation_dict, ablation_table, memory_lines, runs_table, skipped_lines,
-                                             summary_table, validation_dict)
+    from stepbudget.views.validation import (ablation_dict, ablation_table, in_fit_count, in_fit_line, memory_lines,
+                                             runs_table, skipped_lines, summary_table, validation_dict)
 
     rows, summaries = run_validate(_run_paths(runs), progress=progress, strict=strict, profile=profile)
     calibrated = summaries_of([r.calibrated() for r in rows]) if profile is not None else None
-    label = load_profile(profile).label if profile is not None else "none"
+    chosen = load_profile(profile) if profile is not None else None
+    label = chosen.label if chosen is not None else "none"
+    fitted = chosen.fitted_runs if chosen is not None else frozenset()
     skipped = skipped_lines(rows)
     studies = ablations() if runs is None else []  # the shipped studies start from the shipped runs
 
     def document() -> dict:
-        return {**validation_dict(rows, summaries, calibrated, label), "ablations": ablation_dict(studies)}
+        doc = {**validation_dict(rows, summaries, calibrated, label), "ablations": ablation_dict(studies)}
+        return doc if chosen is None else {**doc, "calibrated_in_sample_runs": in_fit_count(rows, fitted)}
 
     return ValidationResult(rows, document,
                             lambda: [runs_table(rows, profile and label), summary_table(summaries, calibrated, label),
                                      *([ablation_table(studies)] if studies else []), *memory_lines(rows),
                                      *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []),
-                                     *(f"  {line}" for line in skipped), f"profile: {label}"],
+                                     *(f"  {line}" for line in skipped), *in_fit_line(rows, fitted),
+                                     f"profile: {label}"],
                             lambda d: [{k: v for k, v in r.items() if k != "assumptions"} for r in d["runs"]],
                             lambda d: f"{d['summary']['n']} runs predicted, median |error| "
                                       f"{d['summary']['median_abs_error']:.1%}",

@@ -166,3 +166,18 @@ def test_the_cli_refuses_an_out_of_bounds_profile_in_one_line(tmp_path):
     path = write(tmp_path, {"parameters": {"step_s": 99}})
     line = one_line("budget", "megascale-175b", "--profile", path)
     assert "cluster.profile" in line and "parameters.step_s: 99" in line
+
+
+def test_validate_says_how_many_calibrated_errors_are_in_sample():
+    import yaml
+    from importlib import resources
+
+    import stepbudget as sb
+
+    doc = yaml.safe_load((resources.files("stepbudget.inputs") / "profiles" / "megatron-family.yaml").read_text())
+    result = sb.validate(profile="megatron-family")
+    calibrated = {r.case.id for r in result.value if r.calibrated_error is not None}
+    in_fit = calibrated & set(doc["fitted_on"]["runs"])
+    assert 0 < len(in_fit) < len(calibrated)  # Megatron-family runs were fitted on; DeepSeek's HAI-LLM was not
+    assert result.to_dict()["calibrated_in_sample_runs"] == len(in_fit)
+    assert f"{len(calibrated)} runs, {len(in_fit)} in-sample" in " ".join(result.text().split())

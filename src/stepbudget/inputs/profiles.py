@@ -106,6 +106,13 @@ class Profile:
         return self.values.get(name, 0.0)
 
     @property
+    def fitted_runs(self) -> frozenset[str]:
+        """The ids of the runs the profile was fitted on (its file's ``fitted_on.runs``)."""
+        fitted = self.document.get("fitted_on")
+        runs = fitted.get("runs") if isinstance(fitted, dict) else None
+        return frozenset(r for r in runs if isinstance(r, str)) if isinstance(runs, list) else frozenset()
+
+    @property
     def label(self) -> str:
         """How every output names it: "generic (CV median 7.8 %)", or "none"."""
         if self.name == NONE:

@@ -117,6 +117,20 @@ def memory_lines(rows: list[Row]) -> list[str]:
               for r in over if r.memory)]
 
 
+def in_fit_count(rows: list[Row], fitted: frozenset[str]) -> int:
+    """How many of the calibrated rows are runs the profile was fitted on."""
+    return sum(1 for r in rows if r.calibrated_error is not None and r.case.id in fitted)
+
+
+def in_fit_line(rows: list[Row], fitted: frozenset[str]) -> list[str]:
+    """Says which calibrated errors are in-sample: those of runs the profile was fitted on."""
+    n, of = in_fit_count(rows, fitted), sum(1 for r in rows if r.calibrated_error is not None)
+    if not of:
+        return []
+    said = "none of them in-sample" if not n else f"{n} in-sample (runs it was fitted on)"
+    return [f"calibrated errors: {of} runs, {said}; `stepbudget calibrate` gives the cross-validated error"]
+
+
 def ablation_table(rows: list) -> Table:
     """Published ablation steps: the source's MFU gain beside the model's, in MFU points."""
     t = Table(title="Published ablations: MFU gain of each step, source against model", title_justify="left")
