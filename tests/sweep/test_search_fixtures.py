@@ -33,24 +33,31 @@ def case(request):
     with np.load(FIXTURES / "search" / f"{name}.npz") as saved:
         want_arrays = dict(saved)
     got, got_arrays = make_search.measure(name)
-    return json.loads(json.dumps(got)), got_arrays, want, want_arrays
+    return json.loads(json.dumps(got)), got_arrays, want, want_arrays, make_search.ranking(name)
 
 
-def test_counts_are_the_same(case):
-    got, _, want, _ = case
-    for k in ("candidates", "evaluated", "schedule_invalid", "feasible", "dropped", "written", "gpus", "columns"):
+@pytest.fixture(params=["written", "not written"])
+def found(case, request):
+    """(got, want): the search that writes Parquet, or the one that writes nothing and times only what fits."""
+    got, _, want, _, plain = case
+    return (got, want) if request.param == "written" else (plain, want | {"written": 0})
+
+
+def test_counts_are_the_same(found):
+    got, want = found
+    for k in ("candidates", "evaluated", "schedule_invalid", "feasible", "dropped", "written", "gpus"):
         assert got[k] == want[k], k
 
 
-def test_ranking_is_the_same(case):
-    got, _, want, _ = case
+def test_ranking_is_the_same(found):
+    got, want = found
     assert len(got["top"]) == len(want["top"])
     for g, w in zip(got["top"], want["top"]):
         _same_row(g, w)
 
 
-def test_best_layout_per_knob_is_the_same(case):
-    got, _, want, _ = case
+def test_best_layout_per_knob_is_the_same(found):
+    got, want = found
     assert got["best_by"].keys() == want["best_by"].keys()
     for knob, rows in want["best_by"].items():
         assert list(got["best_by"][knob]) == list(rows), knob  # the same values, in rank order
@@ -59,7 +66,8 @@ def test_best_layout_per_knob_is_the_same(case):
 
 
 def test_every_written_layout_is_the_same(case):
-    got, got_arrays, want, want_arrays = case
+    got, got_arrays, want, want_arrays, _ = case
+    assert got["columns"] == want["columns"]
     assert got["layout_sha256"] == want["layout_sha256"]  # layout columns and fits, exactly
     for k, w in want["weighted_sums"].items():
         assert got["weighted_sums"][k] == pytest.approx(w, rel=TOL, abs=0), k

@@ -272,14 +272,34 @@ def _rate(scenario: Scenario, lay: LayoutArrays, work: _Work) -> _Rate:
 
 def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
     """The per-GPU plan of ``scenario``; ``layouts`` replaces layout fields with arrays (sweeps)."""
-    model, cl = scenario.model, scenario.cluster
-    lay = layout_arrays(scenario, layouts)
-    counts = model_counts(model, scenario.flops.convention)
-    work = _work(scenario, counts, lay)
+    lay, counts, work = _layout_work(scenario, layouts)
     rate = _rate(scenario, lay, work)
     q, tier = _geometry(scenario, lay, work.dp_group, work.expert_dp_group)
-    layers_per_gpu = model.num_layers / lay.pp
+    layers_per_gpu = scenario.model.num_layers / lay.pp
     copies = parameter_copies(lay.schedule)  # DualPipe ranks hold two stages' parameters (budget/traffic.py)
+    units = (dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_dense_per_gpu * copies, work.dp_group),
+             dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_expert_per_gpu * copies, work.dp_group))
+    return _plan(scenario, counts, lay, work, rate, q, tier, units).with_profile(profile_of(scenario, rate.source))
+
+
+def state_plan(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
+    """``derive``'s plan without what times the step (rate NaN, no group placement, no DP calls): the layout,
+    batch and shards budget/memory.py reads, so that a search measures every layout's memory and times only
+    those that fit (sweep/search.py)."""
+    lay, counts, work = _layout_work(scenario, layouts)
+    untimed = np.full(np.shape(lay.tp), np.nan)
+    return _plan(scenario, counts, lay, work, _Rate(np.nan, "stated"), {}, {}, (untimed, untimed))
+
+
+def _layout_work(scenario: Scenario, layouts: Mapping[str, object] | None) -> tuple[LayoutArrays, ModelCounts, _Work]:
+    lay = layout_arrays(scenario, layouts)
+    counts = model_counts(scenario.model, scenario.flops.convention)
+    return lay, counts, _work(scenario, counts, lay)
+
+
+def _plan(scenario: Scenario, counts: ModelCounts, lay: LayoutArrays, work: _Work, rate: _Rate,
+          q: dict[str, np.ndarray], tier: dict[str, np.ndarray], units: tuple[np.ndarray, np.ndarray]) -> Plan:
+    model, cl = scenario.model, scenario.cluster
     return Plan(
         scenario=scenario,
         counts=counts,
@@ -288,16 +308,15 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         sequence_parallel=lay.sequence_parallel, recompute=lay.recompute, cp_kind=lay.cp_kind,
         microbatches=work.microbatches,
         tokens_per_step=work.tokens_per_step,
-        layers_per_gpu=layers_per_gpu,
+        layers_per_gpu=model.num_layers / lay.pp,
         moe_layers_per_gpu=model.moe_layers / lay.pp,
         params_dense_per_gpu=work.params_dense_per_gpu,
         params_expert_per_gpu=work.params_expert_per_gpu,
         dp_group=work.dp_group,
         expert_dp_group=work.expert_dp_group,
         dp_replicas=scenario.layout.dp_replicas,
-        dp_units=dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_dense_per_gpu * copies, work.dp_group),
-        expert_dp_units=dp_units(scenario, lay.dp_kind, layers_per_gpu, work.params_expert_per_gpu * copies,
-                                 work.dp_group),
+        dp_units=units[0],
+        expert_dp_units=units[1],
         model_flops_per_gpu=work.model_flops_per_gpu,
         hardware_flops_per_gpu=work.hardware_flops_per_gpu,
         flops_rate=rate.flops_rate,
@@ -313,7 +332,7 @@ def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> P
         comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, rate.source),
         operators=rate.operators,
         optimizer_s=rate.optimizer_s,
-    ).with_profile(profile_of(scenario, rate.source))
+    )
 
 
 def _geometry(scenario: Scenario, lay: LayoutArrays, dp_group: np.ndarray,

@@ -19,7 +19,7 @@ import numpy as np
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.step import DIMS, estimate
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
-from stepbudget.plan.derive import Plan, derive, ruled_split
+from stepbudget.plan.derive import Plan, derive, ruled_split, state_plan
 from stepbudget.budget.rate import kernel_scenario
 from stepbudget.sweep.space import (CHOICE_COLUMNS, COLUMNS, STRUCTURE_COLUMNS, Space, check_search_gpus,
                                     layout_space, splits_unevenly)
@@ -118,10 +118,12 @@ def _rows_of(plan: Plan, at: np.ndarray, scenario: Scenario) -> Plan:
     return dataclasses.replace(plan, scenario=scenario, **{name: cut(getattr(plan, name)) for name in fields})
 
 
-def _memory(base: Scenario, plan: Plan, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(total, model state) bytes of each layout's busiest rank. An uneven split's ranks differ, and
-    budget/memory.py compares them for a split the scenario states: each distinct split (a handful per chunk,
-    one per pp and v) is measured as that split stated, on its own rows of the plan."""
+def _memory(base: Scenario, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(total, model state) bytes of each layout's busiest rank, from a plan that times nothing (derive.py
+    ``state_plan``). An uneven split's ranks differ, and budget/memory.py compares them for a split the scenario
+    states: each distinct split (a handful per chunk, one per pp and v) is measured as that split stated, on its
+    own rows of the plan."""
+    plan = state_plan(base, cols)
     mem = memory_per_gpu(plan)
     total, state = (np.array(np.broadcast_to(x, plan.shape), dtype=float) for x in (mem.total, mem.model_state))
     if "first_stage_layers" not in cols:
@@ -135,18 +137,48 @@ def _memory(base: Scenario, plan: Plan, cols: dict[str, np.ndarray]) -> tuple[np
     return total, state
 
 
-def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _timings(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The step's terms of each layout (METRICS before memory)."""
     plan = derive(base, cols)  # an uneven split's busiest rank sets its time (plan/derive.py _busiest_stage_s)
     b = estimate(plan)
-    memory, model_state = _memory(base, plan, cols)
     exposed = b.by_dim("exposed_s")
-    shape = plan.shape
     out = {
         "step_s": b.step_s, "compute_s": b.compute_s, "bubble_s": b.bubble_s, "exposed_comm_s": b.exposed_comm_s,
         **{f"exposed_{d}_s": exposed[d] for d in exposed},
-        "mfu": b.mfu, "memory_bytes": memory, "model_state_bytes": model_state,
+        "mfu": b.mfu,
     }
-    return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), plan.shape) for k, v in out.items()}
+
+
+def _metrics(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """METRICS of every layout of a chunk."""
+    memory, model_state = _memory(base, cols)
+    return _timings(base, cols) | {"memory_bytes": memory, "model_state_bytes": model_state}
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """One chunk evaluated: every layout's memory, and the columns and METRICS of the layouts timed."""
+
+    memory: np.ndarray
+    model_state: np.ndarray
+    fits: np.ndarray
+    cols: dict[str, np.ndarray]
+    """Layouts timed: those that fit, or every one when all are written."""
+    metrics: dict[str, np.ndarray]
+    every: bool
+
+
+def _evaluate(base: Scenario, cols: dict[str, np.ndarray], capacity: float, every: bool) -> _Chunk:
+    """Memory of every layout of a chunk, times of those that fit (of all with ``every``, to write them):
+    memory needs none of the timing's work, and a layout past HBM is only counted."""
+    memory, state = _memory(base, cols)
+    fits = memory <= capacity
+    timed = cols if every else {k: v[fits] for k, v in cols.items()}
+    m = _timings(base, timed)
+    m |= {"memory_bytes": memory, "model_state_bytes": state} if every else {
+        "memory_bytes": memory[fits], "model_state_bytes": state[fits]}
+    return _Chunk(memory, state, fits, timed, m, every)
 
 
 def _check_not_empty(evaluated, bad_schedule, feasible_n, least_memory, capacity, dropped, space) -> None:
@@ -184,8 +216,8 @@ def scenario_for(base: Scenario, row: dict, gpus: int | None = None) -> Scenario
 class _Tally:
     """What a search keeps while its chunks go by: the counts, the fastest rows, the best row per knob value."""
 
-    def __init__(self, space: Space, top: int):
-        self.top = top
+    def __init__(self, space: Space, top: int, capacity: float):
+        self.top, self.capacity = top, capacity
         self.evaluated = self.feasible = self.bad_schedule = self.done = 0
         self.dropped = {DROP_STATE: 0, DROP_ACTIVATIONS: 0}
         self.tops: list[dict] = []
@@ -194,22 +226,27 @@ class _Tally:
         self.knob_values = {k: np.unique(space.structures[:, STRUCTURE_COLUMNS.index(k)] if k in STRUCTURE_COLUMNS
                                          else space.choices[:, CHOICE_COLUMNS.index(k)]) for k in KNOBS}
 
-    def add(self, cols: dict, m: dict, capacity: float) -> np.ndarray:
-        """Count one chunk of evaluated layouts; returns which fit in ``capacity``."""
-        fits = m["memory_bytes"] <= capacity
-        state_over = m["model_state_bytes"] > capacity
-        self.evaluated += len(cols["tp"])
-        self.feasible += int(fits.sum())
-        self.dropped[DROP_STATE] += int(state_over.sum())
-        self.dropped[DROP_ACTIVATIONS] += int((~fits & ~state_over).sum())
-        self.least_memory = min(self.least_memory, float(m["memory_bytes"].min()))
-        step = np.where(fits, _rank(m), np.inf)
-        k = min(self.top, len(cols["tp"]))
+    def add(self, c: _Chunk) -> None:
+        """Count one chunk of evaluated layouts."""
+        fits, state_over = c.fits, c.model_state > self.capacity
+        self.evaluated += len(fits)
+        self.feasible += int(np.count_nonzero(fits))
+        self.dropped[DROP_STATE] += int(np.count_nonzero(state_over))
+        self.dropped[DROP_ACTIVATIONS] += int(np.count_nonzero(~fits & ~state_over))
+        self.least_memory = min(self.least_memory, float(c.memory.min()))
+        cols, m = c.cols, c.metrics
+        if not len(cols["tp"]):
+            return
+        # ranked over the whole chunk, the layouts past HBM last: the same selection, in the same order among
+        # equal step times, whichever layouts were timed
+        step = np.full(len(fits), np.inf)
+        step[fits] = _rank(m)[fits] if c.every else _rank(m)
+        row = np.arange(len(fits)) if c.every else np.cumsum(fits) - 1  # chunk position -> timed row
+        k = min(self.top, len(fits))
         for i in np.argpartition(step, k - 1)[:k]:
             if fits[i]:
-                self.tops.append(layout_row(cols, m, i))
-        self._best_per_knob(cols, m, step)
-        return fits
+                self.tops.append(layout_row(cols, m, int(row[i])))
+        self._best_per_knob(cols, m, step if c.every else step[fits])
 
     def _best_per_knob(self, cols: dict, m: dict, step: np.ndarray) -> None:
         for knob in KNOBS:
@@ -254,7 +291,7 @@ def search(
         raise SearchError(space.empty_reason)
     base = base.model_copy(update={"cluster": base.cluster.model_copy(update={"gpus": space.gpus})})
     capacity = float(base.cluster.gpu.hbm_bytes)
-    tally = _Tally(space, top)
+    tally = _Tally(space, top, capacity)
     # the sink publishes FILE only if the block ends without an exception (store.py)
     with ParquetSink(out) if out else nullcontext() as sink:
         for covered, cols, invalid in space.chunks(chunk):
@@ -263,10 +300,10 @@ def search(
             if len(cols["tp"]):
                 if uneven:
                     cols |= split_columns(base, cols)
-                m = _metrics(base, cols)
-                fits = tally.add(cols, m, capacity)
+                c = _evaluate(base, cols, capacity, every=sink is not None)
+                tally.add(c)
                 if sink is not None:
-                    sink.write(cols | m | {"fits": fits})
+                    sink.write(cols | c.metrics | {"fits": c.fits})
             if progress is not None:
                 progress(tally.done, space.size)
         _check_not_empty(tally.evaluated, tally.bad_schedule, tally.feasible, tally.least_memory, capacity,
