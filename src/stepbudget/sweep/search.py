@@ -240,7 +240,8 @@ class _Tally:
         # ranked over the whole chunk, the layouts past HBM last: the same selection, in the same order among
         # equal step times, whichever layouts were timed
         step = np.full(len(fits), np.inf)
-        step[fits] = _rank(m)[fits] if c.every else _rank(m)
+        rank = np.asarray(_rank(m))
+        step[fits] = rank[fits] if c.every else rank
         row = np.arange(len(fits)) if c.every else np.cumsum(fits) - 1  # chunk position -> timed row
         k = min(self.top, len(fits))
         for i in np.argpartition(step, k - 1)[:k]:

@@ -97,31 +97,43 @@ class Space:
     def chunks(self, chunk: int = 1 << 17) -> Iterator[tuple[int, dict[str, np.ndarray], int]]:
         """Yield ``(candidates covered, valid layout columns, schedule-invalid count)`` per chunk."""
         n_c = len(self.choices)
+        choices = {name: np.ascontiguousarray(self.choices[:, k]) for k, name in enumerate(CHOICE_COLUMNS)}
         for start in range(0, self.size, chunk):
-            i = np.arange(start, min(start + chunk, self.size), dtype=np.int64)
-            s, c = self.structures[i // n_c], self.choices[i % n_c]
-            cols = {name: s[:, k] for k, name in enumerate(STRUCTURE_COLUMNS)}
-            cols |= {name: c[:, k] for k, name in enumerate(CHOICE_COLUMNS)}
-            keep, bad_schedule = self._valid(cols)
-            yield len(i), {k: v[keep] for k, v in cols.items()}, int(bad_schedule)
+            end = min(start + chunk, self.size)
+            first, last = start // n_c, (end - 1) // n_c  # the structures the flat range [start, end) touches
+            rows = self.structures[first:last + 1]
+            keep, bad_schedule = self._valid(rows, start - first * n_c, end - last * n_c)
+            cols = {name: np.repeat(rows[:, k], keep.sum(axis=1)) for k, name in enumerate(STRUCTURE_COLUMNS)}
+            picked = np.nonzero(keep)[1]  # row-major: the flat order of the candidates
+            cols |= {name: choices[name][picked] for name in CHOICE_COLUMNS}
+            yield end - start, cols, bad_schedule
 
-    def _valid(self, c: dict[str, np.ndarray]) -> tuple[np.ndarray, int]:
-        replicas = c["dp"] * c["micro_batch"]
+    def _valid(self, rows: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, int]:
+        """(valid, schedule-invalid count) over the grid of structures ``rows`` x every choice, of the candidates
+        from choice ``lo`` of the first row to choice ``hi`` (exclusive) of the last."""
+        s = {name: rows[:, k, None] for k, name in enumerate(STRUCTURE_COLUMNS)}  # structures down, choices across
+        c = {name: self.choices[None, :, k] for k, name in enumerate(CHOICE_COLUMNS)}
+        in_range = np.ones((len(rows), len(self.choices)), dtype=bool)
+        in_range[0, :lo] = False
+        in_range[-1, hi:] = False
+        # the batch and schedule rules see a choice through its micro-batch only: checked once per micro-batch
+        mbs, mb_of = np.unique(self.choices[:, CHOICE_COLUMNS.index("micro_batch")], return_inverse=True)
+        replicas = s["dp"] * mbs[None, :]
         whole = self.global_batch_seqs % replicas == 0
         m = self.global_batch_seqs // replicas
-        dp_group = c["dp"] * c["cp"]
+        sched_ok = schedule_valid(s["schedule"], s["pp"], np.maximum(m, 1), s["virtual_stages"])[:, mb_of]
+        dp_group = s["dp"] * s["cp"]
         distinct = (
-            ((c["tp"] > 1) | (c["sequence_parallel"] == 0))  # SP means nothing without TP
-            & ((c["cp"] > 1) | (c["cp_kind"] == CP_KIND_CODES["all-gather"]))  # nor a CP kind without CP
+            ((s["tp"] > 1) | (c["sequence_parallel"] == 0))  # SP means nothing without TP
+            & ((s["cp"] > 1) | (c["cp_kind"] == CP_KIND_CODES["all-gather"]))  # nor a CP kind without CP
             & ((dp_group > 1) | (c["dp_kind"] == _DDP))  # nor sharding over one rank
             & ((c["dp_kind"] == _FSDP) | (c["reshard_after_forward"] == 1))  # reshard is FSDP's switch
         )
         r = self.dp_replicas
         if r > 1:  # every DP group splits into shard groups of two or more, and DDP has nothing to replicate
-            distinct &= shard_groups_split(r, c["tp"], c["cp"], c["dp"], c["ep"], c["expert_tp"], self.moe)
+            distinct &= shard_groups_split(r, s["tp"], s["cp"], s["dp"], s["ep"], s["expert_tp"], self.moe)
             distinct &= c["dp_kind"] != _DDP
-        fits_batch = whole & distinct
-        sched_ok = schedule_valid(c["schedule"], c["pp"], np.maximum(m, 1), c["virtual_stages"])
+        fits_batch = whole[:, mb_of] & distinct & in_range
         return fits_batch & sched_ok, int(np.count_nonzero(fits_batch & ~sched_ok))
 
 
