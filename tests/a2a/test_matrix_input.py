@@ -330,8 +330,9 @@ def test_a_given_matrix_sets_the_group_left_out(monkeypatch, side, servers, gpus
 
 
 class _Times:
-    lower_bound_s = plain_s = scheduled_s = speedup = schedule_seconds = 0.0
+    lower_bound_s = plain_s = scheduled_s = staged_s = speedup = schedule_seconds = 0.0
     stages = 0
+    sent_plain = True
 
 
 @pytest.mark.parametrize("side, servers, gpus_per_server", [(12, None, None), (16, 3, None), (16, 4, 8)])

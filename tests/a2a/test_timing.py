@@ -125,7 +125,7 @@ def test_alpha_adds_one_latency_per_stage_when_scale_up_is_free():
     D = gpu_traffic_matrix(1024, HIDDEN, 32, 2, 32, skew=0.8, rng=2)
     base = fast_alltoall_times(D, 4, 8, B_OUT, 1e9 * B_OUT, unit_bytes=1)
     late = fast_alltoall_times(D, 4, 8, B_OUT, 1e9 * B_OUT, 10e-6, unit_bytes=1)
-    assert late.total_s == pytest.approx(base.total_s + late.schedule.stages * 10e-6, rel=1e-6)
+    assert late.staged_s == pytest.approx(base.staged_s + late.schedule.stages * 10e-6, rel=1e-6)
 
 
 # ---------------------------------------------------------------- FAST vs plain (FAST §5 setting: 4 x 8)
@@ -146,6 +146,40 @@ def test_zipf_08_fast_beats_plain(top_k, at_least):
     assert t.speedup == pytest.approx(t.plain_s / t.scheduled_s)
     assert t.speedup > at_least
     assert t.lower_bound_s <= t.scheduled_s and t.stages >= 3
+    assert not t.sent_plain and t.scheduled_s == t.staged_s  # skew: the staged schedule is sent
+
+
+# ---------------------------------------------------------------- never slower than plain
+
+
+def test_a_balanced_load_is_sent_plain():
+    """Measured (rng=3, alpha 5 us): staged 0.97-0.98x plain, FAST §5's parity on balanced loads."""
+    D = gpu_traffic_matrix(4096, HIDDEN, 32, 8, 32, rng=3)
+    t = alltoall_times(D, 4, 8, B_OUT, B_UP, alpha_s=5e-6)
+    assert t.staged_s > t.plain_s and t.sent_plain
+    assert t.scheduled_s == t.plain_s and t.speedup == 1.0
+
+
+def test_a_hot_server_is_sent_plain_and_a_hot_gpu_staged():
+    S, G = 4, 8
+    hot_server = np.zeros((S * G, S * G))
+    hot_server[G:, :G] = 4e6  # every other server sends everything to server 0: its NICs are the bound either way
+    hot_gpu = np.full((S * G, S * G), 1e6)
+    hot_gpu[:, 0] *= 8  # incast on one GPU: staging spreads it over server 0's rails
+    np.fill_diagonal(hot_gpu, 0)
+    plain, staged = (alltoall_times(D, S, G, B_OUT, B_UP, alpha_s=5e-6) for D in (hot_server, hot_gpu))
+    assert plain.sent_plain and plain.plain_s == pytest.approx(plain.lower_bound_s + 5e-6)
+    assert not staged.sent_plain and staged.speedup > 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=small_matrices, ratio=st.sampled_from([1.0, 9.0]), alpha=st.sampled_from([0.0, 5e-6, 1e-3]))
+def test_the_scheduler_never_sends_slower_than_plain(case, ratio, alpha):
+    (S, G), D = case
+    t = alltoall_times(D, S, G, B_OUT, B_OUT * ratio, alpha)
+    assert t.scheduled_s == min(t.staged_s, t.plain_s) and t.sent_plain == (t.plain_s <= t.staged_s)
+    assert t.speedup >= 1.0 or t.scheduled_s == 0
+    assert fast_alltoall_s(D, S, G, B_OUT, B_OUT * ratio, alpha) == t.scheduled_s
 
 
 # ---------------------------------------------------------------- unit choice

@@ -265,10 +265,17 @@ class FastTimes:
     """(K,) scale-out stage times ``alpha + w_k * unit / B_out``."""
     dispatch_s: np.ndarray
     """(K,) scale-up forwarding on the receiving servers after each stage."""
+    staged_s: float
+    """The staged pipeline: balance + max(inter_0, intrinsic) + sum_k max(dispatch_{k-1}, inter_k) + dispatch_{K-1}."""
+    plain_s: float
+    """All pairs at once (:func:`plain_alltoall_s`), what the scheduler sends where staging is not faster."""
     total_s: float
-    """balance + max(inter_0, intrinsic) + sum_k max(dispatch_{k-1}, inter_k) + dispatch_{K-1}."""
+    """What the scheduler sends: min(staged_s, plain_s)."""
+    sent_plain: bool
+    """Whether staging buys nothing (staged_s >= plain_s: its per-stage latency and forwarding cost more than
+    the plain all-to-all loses to sharing), so the all-to-all is sent plain."""
     schedule: FastSchedule
-    """The schedule these times belong to."""
+    """The staged schedule (sent or not)."""
 
 
 def _unit_bytes(D: np.ndarray, S: int, G: int, alpha_s: float, B_out: float, unit_bytes: int | None) -> int:
@@ -326,11 +333,15 @@ def fast_alltoall_times(
     matching: Matching | str = Matching.HEAVY,
     unit_bytes: int | None = None,
     schedule: FastSchedule | None = None,
+    plain_s: float | None = None,
 ) -> FastTimes:
-    """Time terms of the FAST schedule of ``D`` (formulas.md 7.3 step 6, pipeline3).
+    """Time terms of the FAST schedule of ``D`` (formulas.md 7.3 step 6, pipeline3), and whether it is sent.
 
     ``unit_bytes=None`` picks the unit with :func:`choose_unit_bytes` (1 byte when alpha is 0).
-    Pass a precomputed ``schedule`` to skip scheduling. Scale-up steps are charged bandwidth only.
+    Pass a precomputed ``schedule`` to skip scheduling, and ``plain_s`` (:func:`plain_alltoall_s` of the same
+    inputs) to skip simulating the plain all-to-all. Scale-up steps are charged bandwidth only. Where the staged
+    pipeline is not faster than plain (a balanced load: every stage's alpha and the forwarding buy nothing) the
+    scheduler sends plain, so ``total_s`` is never above ``plain_s``.
     """
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     if schedule is None:
@@ -343,22 +354,29 @@ def fast_alltoall_times(
     inter_s = alpha_s + w_bytes / B_out  # alpha_out + w_k * beta_out * unit_bytes (formulas.md 7.3 step 6)
     dispatch_s = _dispatch_s(D, schedule, S, G, B_up)
     if schedule.stages == 0:
-        total = balance_s + intrinsic_s
+        staged = balance_s + intrinsic_s
     else:  # FAST-code pipeline3: t_balance + max(inter_0, t_intr) + sum max(t_disp_{k-1}, inter_k) + t_disp_{K-1}
         overlapped = float(np.maximum(dispatch_s[:-1], inter_s[1:]).sum())
-        total = balance_s + max(inter_s[0], intrinsic_s) + overlapped + dispatch_s[-1]
+        staged = balance_s + max(inter_s[0], intrinsic_s) + overlapped + dispatch_s[-1]
+    if plain_s is None:
+        plain_s = plain_alltoall_s(D, S, G, B_out, B_up, alpha_s)
+    sent_plain = bool(plain_s <= staged)  # a tie sends plain: no schedule to run
     return FastTimes(
         balance_s=balance_s,
         intrinsic_s=intrinsic_s,
         inter_s=inter_s,
         dispatch_s=dispatch_s,
-        total_s=float(total),
+        staged_s=float(staged),
+        plain_s=float(plain_s),
+        total_s=float(min(staged, plain_s)),
+        sent_plain=sent_plain,
         schedule=schedule,
     )
 
 
 def fast_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0, **options) -> float:
-    """Completion time (s) of the FAST schedule of ``D``; options as :func:`fast_alltoall_times`."""
+    """Completion time (s) of what the FAST scheduler sends for ``D``: its staged schedule, or plain where that is
+    not slower; options as :func:`fast_alltoall_times`."""
     return fast_alltoall_times(D, servers, gpus_per_server, B_out, B_up, alpha_s, **options).total_s
 
 
@@ -371,11 +389,15 @@ class AllToAllTimes:
     plain_s: float
     """All pairs at once under max-min sharing (:func:`plain_alltoall_s`)."""
     scheduled_s: float
-    """FAST schedule (:func:`fast_alltoall_s`)."""
+    """What the FAST scheduler sends (:func:`fast_alltoall_s`): min(staged_s, plain_s)."""
+    staged_s: float
+    """The FAST staged pipeline, sent or not (:attr:`FastTimes.staged_s`)."""
+    sent_plain: bool
+    """Whether the scheduler sends plain because staging is not faster (scheduled_s == plain_s)."""
     stages: int
-    """Scale-out stages of the FAST schedule."""
+    """Scale-out stages of the FAST staged schedule (sent or not)."""
     speedup: float
-    """plain_s / scheduled_s."""
+    """plain_s / scheduled_s, never below 1."""
     schedule_seconds: float
     """Host wall time to compute the FAST schedule (measured, varies run to run)."""
 
@@ -392,7 +414,8 @@ def alltoall_times(
     unit_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> AllToAllTimes:
-    """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster.
+    """Lower bound, plain and FAST completion times of ``D`` (S*G, S*G) bytes on the cluster (FAST sends plain where
+    staging is not faster).
     ``progress(finished, flows)`` follows the plain all-to-all, the part that grows with the group."""
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
     unit_bytes = _unit_bytes(D, S, G, alpha_s, B_out, unit_bytes)
@@ -402,12 +425,14 @@ def alltoall_times(
     started = time.perf_counter()
     schedule = fast_schedule(D, S, G, matching=matching, unit_bytes=unit_bytes)
     schedule_seconds = time.perf_counter() - started
-    fast = fast_alltoall_times(D, S, G, B_out, B_up, alpha_s, schedule=schedule)
     plain = plain_alltoall_s(D, S, G, B_out, B_up, alpha_s, progress=progress)
+    fast = fast_alltoall_times(D, S, G, B_out, B_up, alpha_s, schedule=schedule, plain_s=plain)
     return AllToAllTimes(
         lower_bound_s=lower_bound_s(D, S, G, B_out, B_up),
         plain_s=plain,
         scheduled_s=fast.total_s,
+        staged_s=fast.staged_s,
+        sent_plain=fast.sent_plain,
         stages=schedule.stages,
         speedup=plain / fast.total_s if fast.total_s > 0 else 1.0,
         schedule_seconds=schedule_seconds,

@@ -8,6 +8,7 @@ import numpy as np
 from rich.table import Table
 
 from stepbudget.a2a.report import MoEReport
+from stepbudget.a2a.timing import AllToAllTimes
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
 
 
@@ -25,7 +26,8 @@ def moe_dict(r: MoEReport) -> dict:
                  "pair_max_over_median": r.stats.pair_max_over_median,
                  "busiest_row_bytes": r.stats.busiest_row_bytes, "busiest_col_bytes": r.stats.busiest_col_bytes},
         "alltoall": {"lower_bound_s": t.lower_bound_s, "plain_s": t.plain_s, "scheduled_s": t.scheduled_s,
-                     "stages": t.stages, "speedup": t.speedup, "schedule_seconds": t.schedule_seconds},
+                     "staged_s": t.staged_s, "sent_plain": t.sent_plain, "stages": t.stages, "speedup": t.speedup,
+                     "schedule_seconds": t.schedule_seconds},
         "forwarded_nic_bytes": r.forwarded_nic_bytes,
         "verdict": verdict(r),
     }
@@ -54,10 +56,10 @@ def verdict(r: MoEReport) -> list[str]:
                        f"{fmt_time(t.plain_s)} ({t.speedup:.2f}x)")
         elif (gap := max(t.plain_s / t.lower_bound_s - 1, 0.0)) < 1:  # rounding can put it a hair under the bound
             out.append(f"balanced enough: the plain all-to-all is within {gap:.0%} of "
-                       "the lower bound; a schedule buys nothing")
+                       f"the lower bound; a schedule buys nothing{_sent(t)}")
         else:  # a few bytes a pair: the links' start-up latency, which the bound leaves out, is the time
             out.append(f"the plain all-to-all takes {gap + 1:,.1f}x the lower bound, which counts no link latency; "
-                       "a schedule buys nothing")
+                       f"a schedule buys nothing{_sent(t)}")
     if r.forwarded_nic_bytes is not None:
         moe = r.scenario.model.moe  # never None: moe_report refuses a dense model
         limit = moe.node_limit if moe is not None else None
@@ -70,6 +72,13 @@ def verdict(r: MoEReport) -> list[str]:
             out.append(f"one NIC copy per target server, NVLink forwarding the rest (layout.ep_kind: deepep, as "
                        f"DeepEP does), would send {share}")
     return out
+
+
+def _sent(t: AllToAllTimes) -> str:
+    """What a verdict adds when the scheduler sends plain: the staged time it passed over."""
+    if not t.sent_plain:
+        return ""
+    return f" ({_stages(t.stages)} would take {fmt_time(t.staged_s)}), so the scheduler sends it plain"
 
 
 def ratio_table(r: MoEReport) -> Table:
@@ -114,9 +123,11 @@ def alltoall_table(r: MoEReport) -> Table:
     t.add_row("busiest sender / receiver", f"{fmt_bytes(s.busiest_row_bytes)} / {fmt_bytes(s.busiest_col_bytes)}", "")
     t.add_row("lower bound", fmt_time(a.lower_bound_s), "busiest server line over its NICs, or scale-up if slower")
     t.add_row("plain all-to-all", fmt_time(a.plain_s), "all pairs at once, max-min shared (incast at hot receivers)")
-    t.add_row("FAST-style schedule", fmt_time(a.scheduled_s),
+    t.add_row("FAST-style schedule", fmt_time(a.staged_s),
               f"{_stages(a.stages, 'one-to-one stage')}, computed in {a.schedule_seconds * 1e6:.0f} us")
-    t.add_row("speedup", f"{a.speedup:.2f}x", "plain / scheduled")
+    t.add_row("sent", "plain" if a.sent_plain else "staged",
+              "staging is not faster here" if a.sent_plain else "the schedule beats all pairs at once")
+    t.add_row("speedup", f"{a.speedup:.2f}x", "plain / sent")
     return t
 
 
