@@ -205,16 +205,43 @@ def test_bad_inputs_name_the_argument(call, name):
         call()
 
 
-def test_heavy_bookkeeping_paths_agree(monkeypatch):
-    """Without the compiled loop: lists below _LIST_ROWS servers, numpy above, the same stages."""
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 20), seed=st.integers(0, 10**6), top=st.sampled_from([3, 1000, 10**12]),
+       bottleneck=st.booleans())
+def test_compiled_kuhn_stages_follow_the_list_code(n, seed, top, bottleneck):
+    """ANY and BOTTLENECK: the compiled loop and the list code it replaces (kept without numba), stage for stage."""
     from stepbudget.a2a import _compiled, schedule
 
-    P = pad_to_equal_line_sums(np.random.default_rng(3).integers(0, 10**6, size=(12, 12)))
+    M = np.random.default_rng(seed).integers(0, top, size=(n, n))
+    P = pad_to_equal_line_sums(M)
+    lam = int(P.sum(axis=1)[0])
+    lists = schedule._bvn_python(P.tolist(), lam, bottleneck)
+    perms, weights = _compiled.kuhn_stages(P.copy(), lam, bottleneck)
+    assert [p for p, _ in lists] == perms.tolist()
+    assert [w for _, w in lists] == weights.tolist()
+
+
+def test_without_numba_heavy_runs_the_same_loops(monkeypatch):
+    """AVAILABLE False: HEAVY's stages from the same Jonker-Volgenant loops (run here as numba's py_func)."""
+    from stepbudget.a2a import _compiled
+
+    P = pad_to_equal_line_sums(np.random.default_rng(3).integers(0, 4, size=(12, 12)))  # ties
+    compiled = bvn_decompose(P, Matching.HEAVY)
     monkeypatch.setattr(_compiled, "AVAILABLE", False)
-    lists = bvn_decompose(P, Matching.HEAVY)
-    monkeypatch.setattr(schedule, "_LIST_ROWS", 0)
-    arrays_ = bvn_decompose(P, Matching.HEAVY)
-    assert [(p.tolist(), w) for p, w in lists] == [(p.tolist(), w) for p, w in arrays_]
+    if hasattr(_compiled.heavy_stages, "py_func"):
+        monkeypatch.setattr(_compiled, "heavy_stages", _compiled.heavy_stages.py_func)
+    plain = bvn_decompose(P, Matching.HEAVY)
+    assert [(p.tolist(), w) for p, w in compiled] == [(p.tolist(), w) for p, w in plain]
+
+
+def test_fractional_bytes_take_numpys_sums():
+    """Bytes that are not whole: the row sums are numpy's (its summation order), as before the compiled loop."""
+    D = np.random.default_rng(5).random((16, 16)) * 1e3
+    b = balance_intra_server(D, 2, 8)
+    want = np.ceil(D.reshape(-1, 8) @ np.ones(8)).astype(np.int64).reshape(2, 8, 2)
+    want[0, :, 0] = want[1, :, 1] = 0  # intra-server bytes
+    assert b.row_bytes.tolist() == want.tolist()
+    assert fast_schedule(D, 2, 8).balanced.row_bytes.tolist() == b.row_bytes.tolist()
 
 
 def test_compiled_heavy_matches_scipy_heavy():

@@ -1,17 +1,20 @@
-"""Compiled inner loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
+"""Compiled loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
 
-``heavy_stages``: the whole greedy BvN decomposition with HEAVY matchings in one compiled loop: no
-per-stage Python (a scipy call and its bookkeeping cost more than the matching at 4 servers). The
-matching is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the support),
-found with Jonker and Volgenant's algorithm, the same optimum scipy's ``linear_sum_assignment``
-finds (ties may break differently); 2-3x faster than scipy at 64 servers, since column reduction
-assigns most rows before any augmenting path. When numba is missing, ``AVAILABLE`` is False and
-schedule.py runs scipy and Python.
+``schedule``: one call per ``fast_schedule``: row sums of the GPU matrix, the server matrix, whole
+units, padding and the greedy BvN stages, with no per-stage Python. ``pad_and_decompose``: the same
+from a unit matrix. Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero
+entries: off the support), found with Jonker and Volgenant's algorithm (the same optimum scipy's
+``linear_sum_assignment`` finds; ties may break differently); ANY and BOTTLENECK are Kuhn's
+augmenting paths, step for step as schedule.py's list code (``_bvn_python``).
+
+Without numba, ``AVAILABLE`` is False and ``njit`` is a no-op: the same functions run as plain Python
+(same stages; schedule.py uses numpy for the row sums and its list code for ANY and BOTTLENECK there).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -182,18 +185,74 @@ def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: n
         _flip_path(x, y, pred, end, freerow)
 
 
+HEAVY, BOTTLENECK, ANY = 0, 1, 2  # matching codes (schedule.Matching)
+OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of ``schedule``
+_EXACT = 2.0**53  # below this, sums of whole float64 numbers are exact in any order
+
+
+@njit(cache=True)
+def _stage_arrays(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Room for the stages: Farahat-Mirsky's bound ``(n-1)^2 + 1``, plus one."""
+    cap = (n - 1) * (n - 1) + 2
+    return np.empty((cap, n), np.int64), np.empty(cap, np.int64)
+
+
+@njit(cache=True)
+def _grown(perms: np.ndarray, weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The stage arrays, twice as long once stage ``k`` would not fit (never within the bound)."""
+    if k < weights.shape[0]:
+        return perms, weights
+    more_p = np.empty((2 * k, perms.shape[1]), np.int64)
+    more_w = np.empty(2 * k, np.int64)
+    more_p[:k] = perms[:k]
+    more_w[:k] = weights[:k]
+    return more_p, more_w
+
+
+@njit(cache=True)
+def _cost(r: int) -> float:
+    """HEAVY's cost of an entry: 1/r on the support, _OFF off it."""
+    return 1.0 / r if r > 0 else _OFF
+
+
+@njit(cache=True)
+def _rescan_column(c: np.ndarray, j: int, cmin: np.ndarray, carg: np.ndarray) -> None:
+    """Cheapest row of column ``j`` (the lowest-numbered among equals) and its cost."""
+    imin = 0
+    for i in range(1, c.shape[0]):
+        if c[i, j] < c[imin, j]:
+            imin = i
+    cmin[j] = c[imin, j]
+    carg[j] = imin
+
+
+@njit(cache=True)
+def _reduce_columns(cmin: np.ndarray, carg: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray) -> None:
+    """``_column_reduction`` from each column's known cheapest row: the same x, y and v."""
+    n = cmin.shape[0]
+    x[:] = -1
+    y[:] = -1
+    for j in range(n - 1, -1, -1):
+        imin = carg[j]
+        v[j] = cmin[j]
+        if x[imin] < 0:
+            x[imin] = j
+            y[j] = imin
+
+
 @njit(cache=True)
 def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     """Greedy BvN of the int64 matrix ``R`` (equal line sums ``lam``; consumed) with HEAVY matchings.
 
     Returns ``(perms (K, n), weights (K,))``; the stage weight is the lightest matched entry
-    (formulas.md 7.3 step 4).
+    (formulas.md 7.3 step 4). Each stage is a fresh Jonker-Volgenant assignment; only the column
+    minima carry over, since a stage changes one entry per column (rescanned when it was the minimum).
     """
     n = R.shape[0]
     cost = np.empty((n, n))
     for i in range(n):
         for j in range(n):
-            cost[i, j] = 1.0 / R[i, j] if R[i, j] > 0 else _OFF
+            cost[i, j] = _cost(R[i, j])
     x = np.empty(n, np.int64)
     y = np.empty(n, np.int64)
     v = np.empty(n)
@@ -201,12 +260,20 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     pred = np.empty(n, np.int64)
     col = np.empty(n, np.int64)
     free = np.empty(n, np.int64)
-    cap = (n - 1) * (n - 1) + 2  # Farahat-Mirsky bound on greedy BvN stages, plus one
-    perms = np.empty((cap, n), np.int64)
-    weights = np.empty(cap, np.int64)
+    cmin = np.empty(n)
+    carg = np.empty(n, np.int64)
+    for j in range(n):
+        _rescan_column(cost, j, cmin, carg)
+    perms, weights = _stage_arrays(n)
     k = 0
     while lam > 0:
-        _assignment(cost, x, y, v, d, pred, col, free)
+        _reduce_columns(cmin, carg, x, y, v)
+        for f in range(_free_rows(x, free)):  # augmentation from each free row (as _assignment)
+            freerow = free[f]
+            _start_paths(cost, v, d, pred, col, freerow)
+            end, last, mind = _shortest_path(cost, v, d, pred, y, col)
+            _update_duals(v, d, col, last, mind)
+            _flip_path(x, y, pred, end, freerow)
         w = R[0, x[0]]
         for i in range(1, n):
             if R[i, x[i]] < w:
@@ -214,16 +281,245 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
         for i in range(n):
             j = x[i]
             R[i, j] -= w
-            cost[i, j] = 1.0 / R[i, j] if R[i, j] > 0 else _OFF
+            cost[i, j] = _cost(R[i, j])
+            if carg[j] == i:  # the column's cheapest entry got dearer
+                _rescan_column(cost, j, cmin, carg)
+        perms, weights = _grown(perms, weights, k)
         perms[k] = x
         weights[k] = w
         k += 1
         lam -= w
-    return perms[:k], weights[:k]
+    return perms[:k].copy(), weights[:k].copy()  # not views: the room for the bound is 2 MB at 64 servers
+
+
+# ---------------------------------------------------------------- ANY and BOTTLENECK: Kuhn's paths
+
+
+@njit(cache=True)
+def _augment(root: int, R: np.ndarray, row_col: np.ndarray, col_row: np.ndarray, floor: int,
+             seen: np.ndarray, found_by: np.ndarray, stack: np.ndarray, next_col: np.ndarray) -> bool:
+    """Kuhn augmenting path from free row ``root`` over edges ``R[i, j] > floor`` (iterative DFS).
+
+    schedule._augment step for step; ``seen, found_by, stack, next_col`` are work arrays of length n.
+    """
+    n = R.shape[0]
+    seen[:] = False
+    stack[0] = root
+    next_col[0] = 0
+    top = 1
+    while top > 0:
+        i = stack[top - 1]
+        j = next_col[top - 1]
+        while j < n and (seen[j] or R[i, j] <= floor):
+            j += 1
+        if j == n:
+            top -= 1
+            continue
+        next_col[top - 1] = j + 1
+        seen[j] = True
+        found_by[j] = i
+        owner = col_row[j]
+        if owner < 0:
+            while True:  # flip the alternating path back to the root
+                i = found_by[j]
+                previous = row_col[i]
+                row_col[i] = j
+                col_row[j] = i
+                if i == root:
+                    return True
+                j = previous
+        stack[top] = owner
+        next_col[top] = 0
+        top += 1
+    return False
+
+
+@njit(cache=True)
+def _repair(rows: np.ndarray, count: int, R: np.ndarray, row_col: np.ndarray, col_row: np.ndarray,
+            floor: int, work: np.ndarray, seen: np.ndarray) -> bool:
+    """Unmatch ``rows[:count]`` and re-augment each over edges ``> floor``; False if one cannot."""
+    for k in range(count):
+        i = rows[k]
+        if row_col[i] >= 0:
+            col_row[row_col[i]] = -1
+            row_col[i] = -1
+    for k in range(count):
+        if not _augment(rows[k], R, row_col, col_row, floor, seen, work[0], work[1], work[2]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _raise_bottleneck(R: np.ndarray, row_col: np.ndarray, col_row: np.ndarray, rows: np.ndarray,
+                      work: np.ndarray, seen: np.ndarray) -> None:
+    """Turn a perfect matching into a max-min one: drop its lightest edges while it can re-augment."""
+    n = R.shape[0]
+    saved_rc = np.empty(n, np.int64)
+    saved_cr = np.empty(n, np.int64)
+    while True:
+        low = R[0, row_col[0]]
+        for i in range(1, n):
+            low = min(low, R[i, row_col[i]])
+        count = 0
+        for i in range(n):
+            if R[i, row_col[i]] == low:
+                rows[count] = i
+                count += 1
+        saved_rc[:] = row_col
+        saved_cr[:] = col_row
+        if not _repair(rows, count, R, row_col, col_row, low, work, seen):
+            row_col[:] = saved_rc
+            col_row[:] = saved_cr
+            return
+
+
+@njit(cache=True)
+def kuhn_stages(R: np.ndarray, lam: int, bottleneck: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy BvN of ``R`` (consumed) with Kuhn matchings, warm-started: schedule._bvn_python compiled."""
+    n = R.shape[0]
+    row_col = np.full(n, -1, np.int64)
+    col_row = np.full(n, -1, np.int64)
+    pending = np.arange(n)
+    count = n
+    rows = np.empty(n, np.int64)
+    work = np.empty((3, n + 1), np.int64)  # found_by, stack, next_col
+    seen = np.empty(n, np.bool_)
+    perms, weights = _stage_arrays(n)
+    k = 0
+    while lam > 0:
+        if not _repair(pending, count, R, row_col, col_row, 0, work, seen):
+            raise AssertionError("no perfect matching on the support: line sums are not equal")
+        if bottleneck:
+            _raise_bottleneck(R, row_col, col_row, rows, work, seen)
+        w = R[0, row_col[0]]  # stage weight = lightest matched entry (formulas.md 7.3 step 4)
+        for i in range(1, n):
+            w = min(w, R[i, row_col[i]])
+        count = 0
+        for i in range(n):
+            j = row_col[i]
+            R[i, j] -= w
+            if R[i, j] == 0:
+                pending[count] = i
+                count += 1
+        perms, weights = _grown(perms, weights, k)
+        perms[k] = row_col
+        weights[k] = w
+        k += 1
+        lam -= w
+    return perms[:k].copy(), weights[:k].copy()
+
+
+# ---------------------------------------------------------------- the whole schedule
+
+
+@njit(cache=True)
+def _pad(R: np.ndarray) -> int:
+    """Pad ``R`` in place to equal line sums; return ``Lambda`` (schedule._pad on int64)."""
+    n = R.shape[0]
+    row_gap = np.zeros(n, np.int64)
+    col_gap = np.zeros(n, np.int64)
+    for i in range(n):
+        for j in range(n):
+            row_gap[i] += R[i, j]
+            col_gap[j] += R[i, j]
+    lam = max(row_gap.max(), col_gap.max())  # Lambda = max line sum (formulas.md 7.3 step 3)
+    row_gap = lam - row_gap
+    col_gap = lam - col_gap
+    i = j = 0
+    while i < n and j < n:  # FAST-code: to_scaled_doubly_stochastic_matrix (formulas.md 7.3)
+        if row_gap[i] == 0:
+            i += 1
+        elif col_gap[j] == 0:
+            j += 1
+        else:
+            delta = min(row_gap[i], col_gap[j])  # = Lambda - max(row_i, col_j) (formulas.md 7.3 step 3)
+            R[i, j] += delta
+            row_gap[i] -= delta
+            col_gap[j] -= delta
+    return lam
+
+
+@njit(cache=True)
+def decompose(R: np.ndarray, lam: int, how: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy BvN stages of ``R`` (consumed; equal line sums ``lam``) with matching ``how``."""
+    if how == HEAVY:
+        return heavy_stages(R, lam)
+    return kuhn_stages(R, lam, how == BOTTLENECK)
+
+
+@njit(cache=True)
+def pad_and_decompose(units: np.ndarray, how: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(padded, perms, weights)`` of the int64 unit matrix ``units`` (kept)."""
+    padded = units.copy()
+    if padded.size == 0:
+        perms, weights = _stage_arrays(0)
+        return padded, perms[:0], weights[:0]
+    lam = _pad(padded)
+    perms, weights = decompose(padded.copy(), lam, how)
+    return padded, perms, weights
+
+
+@njit(cache=True)
+def _row_bytes(D: np.ndarray, G: int, r: np.ndarray) -> int:
+    """``r[u, i, v]`` = ceil of the bytes GPU i of server u sends to server v (0 for v = u); a status.
+
+    BAD_VALUE on a negative, NaN or infinite entry; NOT_EXACT when an entry is not whole or a sum
+    reaches 2^53, where the summation order could change the last bit (schedule.py sums with numpy).
+    """
+    S = r.shape[0]
+    for u in range(S):
+        for i in range(G):
+            src = u * G + i
+            for v in range(S):
+                total = 0.0
+                for k in range(v * G, v * G + G):
+                    x = D[src, k]
+                    if not (x >= 0 and x < math.inf):
+                        return BAD_VALUE
+                    if x != math.floor(x):
+                        return NOT_EXACT
+                    total += x
+                if total >= _EXACT:
+                    return NOT_EXACT
+                r[u, i, v] = 0 if u == v else int(total)  # u == v is the intra-server all-to-all
+    return OK
+
+
+@njit(cache=True)
+def server_units(r: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(tau, units)``: tau_uv = ceil(sum_i r_uiv / G) (FAST-code server2server_data, formulas.md 7.3),
+    and tau in whole units, ceil(tau / unit) (FAST-code Matrix::scale)."""
+    S, G = r.shape[0], r.shape[1]
+    tau = np.zeros((S, S), np.int64)
+    for u in range(S):
+        for i in range(G):
+            for v in range(S):
+                tau[u, v] += r[u, i, v]
+    tau = (tau + (G - 1)) // G
+    units = tau if unit == 1 else -(-tau // unit)
+    return tau, units
+
+
+@njit(cache=True)
+def schedule(D: np.ndarray, G: int, unit: int, how: int) -> tuple:
+    """The whole FAST schedule of the float64 (S*G, S*G) matrix ``D`` in one call.
+
+    Returns ``(status, r, tau, padded, perms, weights)``; unless ``status`` is OK only ``status`` holds.
+    """
+    S = D.shape[0] // G
+    r = np.empty((S, G, S), np.int64)
+    status = _row_bytes(D, G, r)
+    if status != OK:
+        empty = np.empty((0, 0), np.int64)
+        return status, r, empty, empty, empty, np.empty(0, np.int64)
+    tau, units = server_units(r, unit)
+    padded, perms, weights = pad_and_decompose(units, how)
+    return status, r, tau, padded, perms, weights
 
 
 @functools.cache
 def warm() -> None:
-    """Load (or compile) ``heavy_stages`` for the argument types every caller passes, once per process."""
+    """Load (or compile) the kernels for the argument types every caller passes, once per process."""
     if AVAILABLE:
-        heavy_stages(np.ones((2, 2), dtype=np.int64), 2)
+        for how in (HEAVY, BOTTLENECK, ANY):
+            schedule(np.ones((4, 4)), 2, 1, how)

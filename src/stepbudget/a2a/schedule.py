@@ -17,8 +17,11 @@ Matchings (``Matching``): ``HEAVY`` minimises the sum of ``1/M[i, j]`` over the 
 max-min matching (largest stage weight; augmenting paths with a rising threshold); ``ANY`` the
 first perfect matching Kuhn's augmenting paths find, as FAST-code's ``hungarian``. HEAVY is the
 default: on Zipf-0.8 loads it needs as few stages as BOTTLENECK (within a few %) and 2-6x fewer
-than ANY from 16 servers up, at C speed; at 4 servers all three give the same stage counts.
-Figures: benchmarks/bench_a2a.py.
+than ANY from 16 servers up; at 4 servers all three give the same stage counts.
+
+Speed: with numba, ``fast_schedule`` is one compiled call (_compiled.schedule: row sums, server
+matrix, units, padding, every stage); without it the same loops run as Python (HEAVY) or on lists
+(ANY, BOTTLENECK), with the same stages. Figures: benchmarks/bench_schedule.py.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property, lru_cache
 
+from types import ModuleType
+
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from .routing import check_traffic_matrix
 
@@ -111,6 +115,47 @@ class Balanced:
         return self.received_bytes.sum(axis=2).ravel()
 
 
+def _kernels() -> ModuleType:
+    """The compiled loops, imported on the first schedule: numba loads only when one is computed."""
+    from . import _compiled
+
+    return _compiled
+
+
+def _checked(D, servers, gpus_per_server) -> tuple[np.ndarray, int, int]:
+    """``D`` as float64 with its shape checked (its values are checked by whoever reads them)."""
+    A = np.asarray(D, dtype=np.float64)
+    S, G = servers, gpus_per_server
+    if type(S) is int and type(G) is int and S >= 1 and G >= 1 and A.ndim == 2 and A.shape == (S * G, S * G):
+        return A, S, G
+    check_traffic_matrix(A, S, G)  # raises, naming the argument, unless the shape was fine after all
+    return A, int(S), int(G)
+
+
+def _rows_compiled(A: np.ndarray, S: int, G: int) -> np.ndarray | None:
+    """``row_bytes`` by the compiled loop; None where only numpy's summation order gives today's bits."""
+    kernels = _kernels()
+    if not kernels.AVAILABLE:
+        return None
+    r = np.empty((S, G, S), np.int64)
+    status = kernels._row_bytes(A, G, r)
+    if status == kernels.BAD_VALUE:
+        check_traffic_matrix(A, S, G)  # raises: a negative, NaN or infinite entry
+    return r if status == kernels.OK else None
+
+
+def _rows_numpy(A: np.ndarray, S: int, G: int) -> np.ndarray:
+    check_traffic_matrix(A, S, G)
+    r = np.ceil(A.reshape(-1, G) @ _ones(G)).astype(np.int64).reshape(S, G, S)  # matvec: 6x faster than .sum(axis)
+    r *= _off_diagonal(S)[:, None, :]  # u == v is the intrinsic (intra-server) all-to-all
+    return r
+
+
+def _server_matrix(r: np.ndarray) -> np.ndarray:
+    G = r.shape[1]
+    return (r.sum(axis=1) + (G - 1)) // G  # FAST-code: server2server_data = ceil(sum_i r_i / g) (formulas.md 7.3)
+
+
 def balance_intra_server(D, servers, gpus_per_server) -> Balanced:
     """Even out, over scale-up, the bytes each GPU of a server sends to each other server.
 
@@ -119,12 +164,11 @@ def balance_intra_server(D, servers, gpus_per_server) -> Balanced:
     below it, keeping each byte's final destination (FAST-code ``balance_one_server``).
     Shapes: ``D`` (S*G, S*G) bytes; see :class:`Balanced` for the results.
     """
-    D = check_traffic_matrix(D, servers, gpus_per_server)
-    S, G = int(servers), int(gpus_per_server)
-    r = np.ceil(D.reshape(-1, G) @ _ones(G)).astype(np.int64).reshape(S, G, S)  # matvec: 6x faster than .sum(axis)
-    r *= _off_diagonal(S)[:, None, :]  # u == v is the intrinsic (intra-server) all-to-all
-    tau = (r.sum(axis=1) + (G - 1)) // G  # FAST-code: server2server_data = ceil(sum_i r_i / g) (formulas.md 7.3)
-    return Balanced(server_matrix=tau, row_bytes=r)
+    A, S, G = _checked(D, servers, gpus_per_server)
+    r = _rows_compiled(A, S, G)
+    if r is None:
+        r = _rows_numpy(A, S, G)
+    return Balanced(server_matrix=_server_matrix(r), row_bytes=r)
 
 
 # ---------------------------------------------------------------- step 3: padding
@@ -174,6 +218,11 @@ def pad_to_equal_line_sums(M) -> np.ndarray:
     A = _whole_square(M, "M")
     if A.size == 0:
         return A.copy()
+    kernels = _kernels()
+    if kernels.AVAILABLE:
+        padded = A.copy()
+        kernels._pad(padded)
+        return padded
     R = A.tolist()
     _pad(R)
     return np.array(R, dtype=np.int64)
@@ -186,9 +235,6 @@ def min_stages(P) -> int:
 
 
 # ---------------------------------------------------------------- step 4: BvN decomposition
-
-_LIST_ROWS = 16  # below this many servers HEAVY's bookkeeping runs on Python lists (same stages)
-
 
 def _augment(root: int, R: list, row_col: list, col_row: list, n: int, floor: int) -> bool:
     """Kuhn augmenting path from free row ``root`` over edges ``R[i][j] > floor`` (iterative DFS)."""
@@ -270,41 +316,6 @@ def _bvn_python(R: list, lam: int, bottleneck: bool) -> list:
     return stages
 
 
-def _bvn_heavy(R: list, lam: int) -> list:
-    """Greedy BvN with min-sum-of-reciprocals matchings (scipy linear_sum_assignment, or compiled)."""
-    from . import _compiled  # numba loads only when a schedule is computed
-
-    n = len(R)
-    if _compiled.AVAILABLE:  # the whole loop compiled: no per-stage Python
-        perms, weights = _compiled.heavy_stages(np.array(R, dtype=np.int64), lam)
-        return list(zip(perms.tolist(), weights.tolist()))
-    A = np.array(R, dtype=np.int64)
-    with np.errstate(divide="ignore"):
-        cost = 1.0 / A  # a zero entry costs inf: off the support
-    rows = np.arange(n)
-    stages = []
-    while lam > 0:
-        perm = linear_sum_assignment(cost)[1]  # avoids light entries: near max-min, at C speed
-        if n <= _LIST_ROWS:  # Python ints beat numpy calls on a few rows
-            perm = perm.tolist()
-            w = min([R[i][perm[i]] for i in range(n)])  # stage weight = lightest matched entry (formulas.md 7.3 step 4)
-            for i in range(n):
-                j = perm[i]
-                left = R[i][j] - w
-                R[i][j] = left
-                cost[i, j] = 1.0 / left if left else np.inf
-        else:  # same stages, numpy bookkeeping
-            picked = A[rows, perm]
-            w = int(picked.min())  # stage weight = lightest matched entry (formulas.md 7.3 step 4)
-            picked -= w
-            A[rows, perm] = picked
-            with np.errstate(divide="ignore"):
-                cost[rows, perm] = 1.0 / picked
-        stages.append((perm, w))
-        lam -= w
-    return stages
-
-
 def _matching(value) -> Matching:
     try:
         return Matching(value)
@@ -312,10 +323,24 @@ def _matching(value) -> Matching:
         raise ValueError(f"matching must be one of {[m.value for m in Matching]}, got {value!r}") from None
 
 
-def _decompose(R: list, lam: int, how: Matching) -> list:
-    if how is Matching.HEAVY:
-        return _bvn_heavy(R, lam)
-    return _bvn_python(R, lam, bottleneck=how is Matching.BOTTLENECK)
+_CODE = {Matching.HEAVY: 0, Matching.BOTTLENECK: 1, Matching.ANY: 2}  # _compiled.HEAVY, BOTTLENECK, ANY
+
+
+def _pad_and_decompose(units: np.ndarray, how: Matching) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(padded, perms, weights)`` of an int64 unit matrix: compiled, or the same loops in Python."""
+    kernels = _kernels()
+    if kernels.AVAILABLE:
+        return kernels.pad_and_decompose(units, _CODE[how])
+    R = units.tolist()
+    lam = _pad(R)
+    padded = np.array(R, dtype=np.int64)
+    n = len(R)
+    if how is Matching.HEAVY:  # Jonker-Volgenant as plain Python: the compiled stages, slowly
+        perms, weights = kernels.heavy_stages(padded.copy(), lam)
+        return padded, perms, weights
+    stages = _bvn_python(R, lam, bottleneck=how is Matching.BOTTLENECK) if n else []
+    perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), n)
+    return padded, perms, np.array([w for _, w in stages], dtype=np.int64)
 
 
 def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np.ndarray, int]]:
@@ -335,8 +360,8 @@ def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np
             f"P must have equal line sums, got rows {rows.tolist()} and columns {cols.tolist()}; "
             "pad it first with pad_to_equal_line_sums(P)"
         )
-    stages = _decompose(A.tolist(), int(rows[0]), how)
-    return [(np.asarray(perm, dtype=np.int64), int(w)) for perm, w in stages]
+    _, perms, weights = _pad_and_decompose(A, how)  # already padded: padding adds nothing
+    return list(zip(perms, weights.tolist()))
 
 
 # ---------------------------------------------------------------- the schedule
@@ -385,13 +410,18 @@ def fast_schedule(
     unit = int(unit_bytes)
     if unit != unit_bytes or unit < 1:
         raise ValueError(f"unit_bytes must be a whole number of bytes >= 1, got {unit_bytes!r}")
-    balanced = balance_intra_server(D, servers, gpus_per_server)
+    how = _matching(matching)
+    A, S, G = _checked(D, servers, gpus_per_server)
+    kernels = _kernels()
+    if kernels.AVAILABLE:  # one compiled call; the int64 unit caps where every tau is one unit anyway
+        status, r, tau, padded, perms, weights = kernels.schedule(A, G, min(unit, _UNIT_CAP), _CODE[how])
+        if status == kernels.OK:
+            return FastSchedule(Balanced(tau, r), unit, padded, perms, weights)
+    balanced = balance_intra_server(A, S, G)
     tau = balanced.server_matrix
     units = tau if unit == 1 else -(-tau // unit)  # ceil to whole units (FAST-code Matrix::scale)
-    R = units.tolist()
-    lam = _pad(R)
-    padded = np.array(R, dtype=np.int64)
-    stages = _decompose(R, lam, _matching(matching))
-    perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), padded.shape[0])
-    weights = np.array([w for _, w in stages], dtype=np.int64)
+    padded, perms, weights = _pad_and_decompose(units, how)
     return FastSchedule(balanced=balanced, unit_bytes=unit, padded=padded, perms=perms, weights=weights)
+
+
+_UNIT_CAP = 1 << 62  # tau < 2^53: a unit this large or larger makes each positive tau one unit
