@@ -15,6 +15,7 @@ within 1 % without contention.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from stepbudget import _html
 from stepbudget.budget import pipeline
 from stepbudget.budget.compute import compute_s as _compute_s
-from stepbudget.budget.compute import hbm_bytes
+from stepbudget.budget.compute import hbm_bytes as step_hbm_bytes
 from stepbudget.budget.traffic import Exchange, exchanges
 from stepbudget.enums import Axis, RateScope
 from stepbudget.plan.derive import Plan
@@ -50,7 +51,11 @@ class Budget:
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
-    hbm_bytes: np.ndarray
+
+    @functools.cached_property
+    def hbm_bytes(self) -> np.ndarray:
+        """HBM bytes per step per GPU (budget/compute.py): worked out when read, which a search never does."""
+        return step_hbm_bytes(self.plan)
 
     @property
     def _zero(self) -> np.ndarray:
@@ -202,5 +207,5 @@ def estimate(plan: Plan) -> Budget:
     return Budget(
         plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
         step_s=step, contention_s=contention, step_overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu,
-        mfu=mfu, hfu=hfu, hbm_bytes=hbm_bytes(plan),
+        mfu=mfu, hfu=hfu,
     )
