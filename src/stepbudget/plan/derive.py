@@ -434,17 +434,70 @@ def _operator_compute(sc: Scenario, lay: LayoutArrays, microbatches: np.ndarray,
     fp8 = pr.gemm == "fp8"
     peak_gemm = sc.peak_gemm_flops * k.clock  # power-capped sustained clock
     peak_bf16 = cl.gpu.peak_bf16_flops * k.clock
-    T = lay.micro_batch * model.seq_len / lay.cp  # query tokens of one micro-batch on this GPU
-    layer = layer_ops(model, T, model.seq_len, lay.tp, lay.sequence_parallel, lay.ep, lay.expert_tp,
+    # the operators see six columns: worked out once per distinct combination of them, then spread to the rows
+    rows = _Distinct.of(lay.micro_batch, lay.cp, lay.tp, lay.sequence_parallel, lay.ep, lay.expert_tp)
+    mb, cp, tp, sp, ep, etp = (rows.pick(x) for x in (lay.micro_batch, lay.cp, lay.tp, lay.sequence_parallel,
+                                                       lay.ep, lay.expert_tp))
+    T = mb * model.seq_len / cp  # query tokens of one micro-batch on this GPU
+    layer = layer_ops(model, T, model.seq_len, tp, sp, ep, etp,
                       peak_bf16=peak_bf16, flash=sc.layout.flash_attention,
-                      ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=lay.micro_batch, kernels=k,
+                      ep_gather=sc.layout.ep_kind == EPKind.ALL_GATHER, mb=mb, kernels=k,
                       peak_gemm=peak_gemm, gemm_eff=k.gemm_fp8 if fp8 else k.gemm, hbm_Bps=cl.gpu.hbm_Bps,
                       grad_bytes=pr.grad_buffer_bytes, fp8=fp8)
-    head = head_ops(model, T, lay.tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
+    head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
+    layer, head = [rows.spread_op(op) for op in layer], [rows.spread_op(op) for op in head]
     head_fwd, head_bwd = layer_times(head)
     per_microbatch = _busiest_stage_s(sc, lay, _layer_s(model, layer, lay.recompute), head_fwd, head_bwd)
     opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)
     return tuple(layer + head), microbatches * per_microbatch + opt, opt
+
+
+MIN_DISTINCT_ROWS = 64
+"""Fewer layouts than this are evaluated row by row: finding the distinct ones would cost more than it saves."""
+
+
+@dataclass(frozen=True)
+class _Distinct:
+    """The distinct combinations of a few small non-negative integer columns: one row of each (``first``) and
+    each row's combination (``of_row``); None for both where there are too few rows to gain (one scenario)."""
+
+    first: np.ndarray | None
+    of_row: np.ndarray | None
+
+    @staticmethod
+    def of(*columns: np.ndarray) -> "_Distinct":
+        n = int(np.size(columns[0]))
+        if np.ndim(columns[0]) != 1 or n < MIN_DISTINCT_ROWS:
+            return _Distinct(None, None)
+        code, size = np.zeros(n, dtype=np.int64), 1
+        for col in columns:  # each column ranked among its own values (no sort), then mixed-radix
+            col = np.asarray(col, dtype=np.int64)
+            seen = np.zeros(int(col.max()) + 1, dtype=bool)
+            seen[col] = True
+            rank = np.cumsum(seen) - 1
+            code = code * int(rank[-1] + 1) + rank[col]
+            size *= int(rank[-1] + 1)
+        if size > 4 * n:  # many combinations: sort them instead of a table as large as their product
+            _, first, of_row = np.unique(code, return_index=True, return_inverse=True)
+            return _Distinct(first, of_row)
+        present = np.zeros(size, dtype=bool)
+        present[code] = True
+        of_row = (np.cumsum(present) - 1)[code]
+        first = np.empty(int(present.sum()), dtype=np.int64)
+        first[of_row] = np.arange(n)  # any row of a combination stands for it: they share every input
+        return _Distinct(first, of_row)
+
+    def pick(self, x: np.ndarray) -> np.ndarray:
+        """``x`` at one row per combination."""
+        return x if self.first is None else x[self.first]
+
+    def spread(self, x):
+        """Values per combination back to every row (0-d values stay as they are)."""
+        return x if self.of_row is None or np.ndim(x) == 0 else np.asarray(x)[self.of_row]
+
+    def spread_op(self, op: Op) -> Op:
+        return dataclasses.replace(op, flops=self.spread(op.flops), bytes=self.spread(op.bytes),
+                                   fwd_s=self.spread(op.fwd_s), bwd_s=self.spread(op.bwd_s))
 
 
 def _layer_s(model: Model, layer: list[Op], recompute: np.ndarray) -> np.ndarray:
