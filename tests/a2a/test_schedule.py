@@ -198,6 +198,11 @@ def test_one_server_has_no_stages():
         (lambda: balance_intra_server(np.full((4, 4), -1.0), 2, 2), "D"),
         (lambda: fast_schedule(np.ones((4, 4)), 2, 2, unit_bytes=0), "unit_bytes"),
         (lambda: fast_schedule(np.ones((4, 4)), 2, 2, unit_bytes=1.5), "unit_bytes"),
+        (lambda: fast_schedule(np.full((4, 4), np.nan), 2, 2), "D"),
+        (lambda: fast_schedule(np.full((4, 4), np.inf), 2, 2), "D"),
+        (lambda: fast_schedule(np.full((4, 4), -1.0), 2, 2), "D"),
+        (lambda: fast_schedule(np.ones((4, 4)), 3, 2), "servers"),
+        (lambda: fast_schedule(np.ones((4, 4)), 2, 2, matching="greedy"), "matching"),
     ],
 )
 def test_bad_inputs_name_the_argument(call, name):

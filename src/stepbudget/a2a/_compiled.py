@@ -216,13 +216,15 @@ def _cost(r: int) -> float:
 
 
 @njit(cache=True)
-def _rescan_column(c: np.ndarray, j: int, cmin: np.ndarray, carg: np.ndarray) -> None:
-    """Cheapest row of column ``j`` (the lowest-numbered among equals) and its cost."""
+def _rescan_column(ct: np.ndarray, j: int, cmin: np.ndarray, carg: np.ndarray) -> None:
+    """Cheapest row of column ``j`` (the lowest-numbered among equals) and its cost; ``ct`` the costs transposed."""
     imin = 0
-    for i in range(1, c.shape[0]):
-        if c[i, j] < c[imin, j]:
+    low = ct[j, 0]
+    for i in range(1, ct.shape[0]):
+        if ct[j, i] < low:
             imin = i
-    cmin[j] = c[imin, j]
+            low = ct[j, i]
+    cmin[j] = low
     carg[j] = imin
 
 
@@ -253,6 +255,7 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     for i in range(n):
         for j in range(n):
             cost[i, j] = _cost(R[i, j])
+    cost_t = cost.T.copy()  # columns contiguous: the column minima rescan fast
     x = np.empty(n, np.int64)
     y = np.empty(n, np.int64)
     v = np.empty(n)
@@ -263,7 +266,7 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     cmin = np.empty(n)
     carg = np.empty(n, np.int64)
     for j in range(n):
-        _rescan_column(cost, j, cmin, carg)
+        _rescan_column(cost_t, j, cmin, carg)
     perms, weights = _stage_arrays(n)
     k = 0
     while lam > 0:
@@ -281,9 +284,9 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
         for i in range(n):
             j = x[i]
             R[i, j] -= w
-            cost[i, j] = _cost(R[i, j])
+            cost[i, j] = cost_t[j, i] = _cost(R[i, j])
             if carg[j] == i:  # the column's cheapest entry got dearer
-                _rescan_column(cost, j, cmin, carg)
+                _rescan_column(cost_t, j, cmin, carg)
         perms, weights = _grown(perms, weights, k)
         perms[k] = x
         weights[k] = w
@@ -460,29 +463,46 @@ def pad_and_decompose(units: np.ndarray, how: int) -> tuple[np.ndarray, np.ndarr
 
 
 @njit(cache=True)
+def _entries(D: np.ndarray) -> tuple[int, int]:
+    """``(finite and >= 0, whole)`` entry counts: integer sums, no branch per entry, no float reordering."""
+    fine = whole = 0
+    for s in range(D.shape[0]):
+        for k in range(D.shape[1]):
+            x = D[s, k]
+            fine += (x >= 0.0) & (x < math.inf)
+            whole += x == math.floor(x)
+    return fine, whole
+
+
+@njit(cache=True, fastmath={"reassoc"})  # reordered sums: exact for whole numbers below 2^53, else unused
+def _block_sums(D: np.ndarray, G: int, r: np.ndarray) -> float:
+    """``r[u, i, v]`` = bytes GPU i of server u sends to server v, 0 for v = u; returns the largest sum."""
+    S = r.shape[0]
+    largest = 0.0
+    for src in range(S * G):
+        sends = r[src // G, src % G]
+        for v in range(S):
+            total = D[src, v * G:(v + 1) * G].sum()
+            largest = max(largest, total)
+            sends[v] = int(min(total, _EXACT))  # past 2^53 the result is not used
+        sends[src // G] = 0  # u == v is the intra-server all-to-all
+    return largest
+
+
+@njit(cache=True)
 def _row_bytes(D: np.ndarray, G: int, r: np.ndarray) -> int:
     """``r[u, i, v]`` = ceil of the bytes GPU i of server u sends to server v (0 for v = u); a status.
 
     BAD_VALUE on a negative, NaN or infinite entry; NOT_EXACT when an entry is not whole or a sum
-    reaches 2^53, where the summation order could change the last bit (schedule.py sums with numpy).
+    reaches 2^53, where the summation order could change the last bit (schedule.py then sums with
+    numpy, as before).
     """
-    S = r.shape[0]
-    for u in range(S):
-        for i in range(G):
-            src = u * G + i
-            for v in range(S):
-                total = 0.0
-                for k in range(v * G, v * G + G):
-                    x = D[src, k]
-                    if not (x >= 0 and x < math.inf):
-                        return BAD_VALUE
-                    if x != math.floor(x):
-                        return NOT_EXACT
-                    total += x
-                if total >= _EXACT:
-                    return NOT_EXACT
-                r[u, i, v] = 0 if u == v else int(total)  # u == v is the intra-server all-to-all
-    return OK
+    fine, whole = _entries(D)
+    if fine < D.size:
+        return BAD_VALUE
+    if whole < D.size:
+        return NOT_EXACT
+    return OK if _block_sums(D, G, r) < _EXACT else NOT_EXACT
 
 
 @njit(cache=True)
