@@ -1,11 +1,14 @@
 """Compiled loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
 
-``schedule``: one call per ``fast_schedule``: row sums of the GPU matrix, the server matrix, whole
-units, padding and the greedy BvN stages, with no per-stage Python. ``pad_and_decompose``: the same
-from a unit matrix. Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero
-entries: off the support), found with Jonker and Volgenant's algorithm (the same optimum scipy's
-``linear_sum_assignment`` finds; ties may break differently); ANY and BOTTLENECK are Kuhn's
-augmenting paths, step for step as schedule.py's list code (``_bvn_python``).
+Two calls per ``fast_schedule``: ``prepare`` (row sums of the GPU matrix, server matrix, whole
+units, padding) and ``heavy_stages`` or ``kuhn_stages`` (every greedy BvN stage, no per-stage
+Python); one entry point per matching, so a process loads only the code it runs.
+
+Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the
+support), a fresh Jonker-Volgenant assignment each stage (the same optimum scipy's
+``linear_sum_assignment`` finds; ties may break differently); only each column's cheapest entry
+carries over between stages. ANY and BOTTLENECK are Kuhn's augmenting paths, step for step as
+schedule.py's list code (``_bvn_python``).
 
 Without numba, ``AVAILABLE`` is False and ``njit`` is a no-op: the same functions run as plain Python
 (same stages; schedule.py uses numpy for the row sums and its list code for ANY and BOTTLENECK there).
@@ -185,8 +188,7 @@ def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: n
         _flip_path(x, y, pred, end, freerow)
 
 
-HEAVY, BOTTLENECK, ANY = 0, 1, 2  # matching codes (schedule.Matching)
-OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of ``schedule``
+OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of ``prepare`` and ``_row_bytes``
 _EXACT = 2.0**53  # below this, sums of whole float64 numbers are exact in any order
 
 
@@ -443,26 +445,6 @@ def _pad(R: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def decompose(R: np.ndarray, lam: int, how: int) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy BvN stages of ``R`` (consumed; equal line sums ``lam``) with matching ``how``."""
-    if how == HEAVY:
-        return heavy_stages(R, lam)
-    return kuhn_stages(R, lam, how == BOTTLENECK)
-
-
-@njit(cache=True)
-def pad_and_decompose(units: np.ndarray, how: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(padded, perms, weights)`` of the int64 unit matrix ``units`` (kept)."""
-    padded = units.copy()
-    if padded.size == 0:
-        perms, weights = _stage_arrays(0)
-        return padded, perms[:0], weights[:0]
-    lam = _pad(padded)
-    perms, weights = decompose(padded.copy(), lam, how)
-    return padded, perms, weights
-
-
-@njit(cache=True)
 def _entries(D: np.ndarray) -> tuple[int, int]:
     """``(finite and >= 0, whole)`` entry counts: integer sums, no branch per entry, no float reordering."""
     fine = whole = 0
@@ -521,25 +503,28 @@ def server_units(r: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def schedule(D: np.ndarray, G: int, unit: int, how: int) -> tuple:
-    """The whole FAST schedule of the float64 (S*G, S*G) matrix ``D`` in one call.
+def prepare(D: np.ndarray, G: int, unit: int) -> tuple:
+    """Steps 1-3 of the FAST schedule of the float64 (S*G, S*G) matrix ``D`` in one call.
 
-    Returns ``(status, r, tau, padded, perms, weights)``; unless ``status`` is OK only ``status`` holds.
+    Returns ``(status, r, tau, padded, lam, work)``: row bytes, server matrix, padded unit matrix,
+    its line sum and a copy of it for the stages to consume; unless ``status`` is OK only it holds.
     """
     S = D.shape[0] // G
     r = np.empty((S, G, S), np.int64)
     status = _row_bytes(D, G, r)
     if status != OK:
         empty = np.empty((0, 0), np.int64)
-        return status, r, empty, empty, empty, np.empty(0, np.int64)
+        return status, r, empty, empty, 0, empty
     tau, units = server_units(r, unit)
-    padded, perms, weights = pad_and_decompose(units, how)
-    return status, r, tau, padded, perms, weights
+    padded = units.copy()
+    lam = _pad(padded)
+    return status, r, tau, padded, lam, padded.copy()
 
 
 @functools.cache
 def warm() -> None:
     """Load (or compile) the kernels for the argument types every caller passes, once per process."""
     if AVAILABLE:
-        for how in (HEAVY, BOTTLENECK, ANY):
-            schedule(np.ones((4, 4)), 2, 1, how)
+        prepare(np.ones((4, 4)), 2, 1)
+        heavy_stages(np.ones((2, 2), np.int64), 2)
+        kuhn_stages(np.ones((2, 2), np.int64), 2, True)

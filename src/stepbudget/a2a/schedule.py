@@ -19,9 +19,9 @@ first perfect matching Kuhn's augmenting paths find, as FAST-code's ``hungarian`
 default: on Zipf-0.8 loads it needs as few stages as BOTTLENECK (within a few %) and 2-6x fewer
 than ANY from 16 servers up; at 4 servers all three give the same stage counts.
 
-Speed: with numba, ``fast_schedule`` is one compiled call (_compiled.schedule: row sums, server
-matrix, units, padding, every stage); without it the same loops run as Python (HEAVY) or on lists
-(ANY, BOTTLENECK), with the same stages. Figures: benchmarks/bench_schedule.py.
+Speed: with numba, ``fast_schedule`` is two compiled calls (_compiled.prepare: row sums, server
+matrix, units, padding; then every stage in one loop); without it the same loops run as Python
+(HEAVY) or on lists (ANY, BOTTLENECK), with the same stages. Figures: benchmarks/bench_schedule.py.
 """
 
 from __future__ import annotations
@@ -323,24 +323,25 @@ def _matching(value) -> Matching:
         raise ValueError(f"matching must be one of {[m.value for m in Matching]}, got {value!r}") from None
 
 
-_CODE = {Matching.HEAVY: 0, Matching.BOTTLENECK: 1, Matching.ANY: 2}  # _compiled.HEAVY, BOTTLENECK, ANY
+def _stages(padded: np.ndarray, lam: int, how: Matching) -> tuple[np.ndarray, np.ndarray]:
+    """``(perms (K, n), weights (K,))`` of the padded int64 matrix (consumed): compiled, or the same loops in Python."""
+    kernels = _kernels()
+    if how is Matching.HEAVY:  # without numba: Jonker-Volgenant as plain Python, the same stages slowly
+        return kernels.heavy_stages(padded, lam)
+    bottleneck = how is Matching.BOTTLENECK
+    if kernels.AVAILABLE:
+        return kernels.kuhn_stages(padded, lam, bottleneck)
+    n = len(padded)
+    stages = _bvn_python(padded.tolist(), lam, bottleneck) if n else []
+    perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), n)
+    return perms, np.array([w for _, w in stages], dtype=np.int64)
 
 
 def _pad_and_decompose(units: np.ndarray, how: Matching) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(padded, perms, weights)`` of an int64 unit matrix: compiled, or the same loops in Python."""
-    kernels = _kernels()
-    if kernels.AVAILABLE:
-        return kernels.pad_and_decompose(units, _CODE[how])
-    R = units.tolist()
-    lam = _pad(R)
-    padded = np.array(R, dtype=np.int64)
-    n = len(R)
-    if how is Matching.HEAVY:  # Jonker-Volgenant as plain Python: the compiled stages, slowly
-        perms, weights = kernels.heavy_stages(padded.copy(), lam)
-        return padded, perms, weights
-    stages = _bvn_python(R, lam, bottleneck=how is Matching.BOTTLENECK) if n else []
-    perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), n)
-    return padded, perms, np.array([w for _, w in stages], dtype=np.int64)
+    """``(padded, perms, weights)`` of an int64 unit matrix (kept)."""
+    padded = pad_to_equal_line_sums(units)
+    lam = int(padded.sum(axis=1).max(initial=0))
+    return (padded, *_stages(padded.copy(), lam, how))
 
 
 def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np.ndarray, int]]:
@@ -360,7 +361,7 @@ def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np
             f"P must have equal line sums, got rows {rows.tolist()} and columns {cols.tolist()}; "
             "pad it first with pad_to_equal_line_sums(P)"
         )
-    _, perms, weights = _pad_and_decompose(A, how)  # already padded: padding adds nothing
+    perms, weights = _stages(A.copy(), int(rows[0]), how)
     return list(zip(perms, weights.tolist()))
 
 
@@ -413,10 +414,10 @@ def fast_schedule(
     how = _matching(matching)
     A, S, G = _checked(D, servers, gpus_per_server)
     kernels = _kernels()
-    if kernels.AVAILABLE:  # one compiled call; the int64 unit caps where every tau is one unit anyway
-        status, r, tau, padded, perms, weights = kernels.schedule(A, G, min(unit, _UNIT_CAP), _CODE[how])
+    if kernels.AVAILABLE:  # two compiled calls; the int64 unit caps where every tau is one unit anyway
+        status, r, tau, padded, lam, work = kernels.prepare(A, G, min(unit, _UNIT_CAP))
         if status == kernels.OK:
-            return FastSchedule(Balanced(tau, r), unit, padded, perms, weights)
+            return FastSchedule(Balanced(tau, r), unit, padded, *_stages(work, lam, how))
     balanced = balance_intra_server(A, S, G)
     tau = balanced.server_matrix
     units = tau if unit == 1 else -(-tau // unit)  # ceil to whole units (FAST-code Matrix::scale)
