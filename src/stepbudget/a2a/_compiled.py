@@ -69,12 +69,38 @@ def _free_rows(x: np.ndarray, free: np.ndarray) -> int:
 
 @njit(cache=True)
 def _start_paths(c: np.ndarray, v: np.ndarray, d: np.ndarray, pred: np.ndarray, col: np.ndarray,
-                 freerow: int) -> None:
-    """Distances ``d`` of the columns from ``freerow`` on the reduced costs, each reached from it directly."""
-    for j in range(c.shape[0]):
-        d[j] = c[freerow, j] - v[j]
-        pred[j] = freerow
-        col[j] = j
+                 freerow: int) -> tuple[int, float]:
+    """Distances ``d`` of the columns from ``freerow`` on the reduced costs, each reached from it directly,
+    and the first set of columns at the minimum distance, ``col[:up]``: returns ``(up, mind)``.
+
+    The set is gathered in the same pass, as ``_next_min_set`` from position 0 gathers it: position
+    ``k`` still holds column ``k`` when the pass reaches it (swaps only touch positions up to ``k``).
+    """
+    mind = d[0] = c[freerow, 0] - v[0]
+    pred[0] = freerow
+    col[0] = 0
+    up = 1
+    for k in range(1, c.shape[0]):
+        dk = d[k] = c[freerow, k] - v[k]
+        pred[k] = freerow
+        col[k] = k
+        if dk <= mind:
+            if dk < mind:
+                up = 0
+                mind = dk
+            col[k] = col[up]
+            col[up] = k
+            up += 1
+    return up, mind
+
+
+@njit(cache=True)
+def _free_in(y: np.ndarray, col: np.ndarray, low: int, up: int) -> int:
+    """A free column among ``col[low:up]`` (the first), or -1."""
+    for k in range(low, up):
+        if y[col[k]] < 0:
+            return col[k]
+    return -1
 
 
 @njit(cache=True)
@@ -95,10 +121,7 @@ def _next_min_set(d: np.ndarray, y: np.ndarray, col: np.ndarray, low: int, up: i
             col[k] = col[up]
             col[up] = j
             up += 1
-    for k in range(low, up):
-        if y[col[k]] < 0:
-            return up, mind, col[k]
-    return up, mind, -1
+    return up, mind, _free_in(y, col, low, up)
 
 
 @njit(cache=True)
@@ -129,22 +152,22 @@ def _scan_column(c: np.ndarray, v: np.ndarray, d: np.ndarray, pred: np.ndarray, 
 
 @njit(cache=True)
 def _shortest_path(c: np.ndarray, v: np.ndarray, d: np.ndarray, pred: np.ndarray, y: np.ndarray,
-                   col: np.ndarray) -> tuple[int, int, float]:
-    """Dijkstra over the columns from the row ``_start_paths`` set, until a free column is reached.
+                   col: np.ndarray, freerow: int) -> tuple[int, int, float]:
+    """Dijkstra over the columns from ``freerow``, until a free column is reached.
 
     Returns ``(end, last, mind)``: that free column, the last position of ``col`` scanned before the
     final set, and the final minimum distance.
     """
-    low = up = last = 0
-    end = -1
-    mind = 0.0
-    while end < 0:
-        if up == low:  # the next set of columns at the minimum distance
+    up, mind = _start_paths(c, v, d, pred, col, freerow)
+    end = _free_in(y, col, 0, up)
+    low = 0
+    last = -1
+    while end < 0:  # scan one column of the set: relax through its row
+        up, end = _scan_column(c, v, d, pred, y, col, low, up, mind)
+        low += 1
+        if end < 0 and up == low:  # the next set of columns at the minimum distance
             last = low - 1
             up, mind, end = _next_min_set(d, y, col, low, up)
-        if end < 0:  # scan one column of the set: relax through its row
-            up, end = _scan_column(c, v, d, pred, y, col, low, up, mind)
-            low += 1
     return end, last, mind
 
 
@@ -182,8 +205,7 @@ def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: n
     _column_reduction(c, x, y, v)
     for f in range(_free_rows(x, free)):  # augmentation from each free row
         freerow = free[f]
-        _start_paths(c, v, d, pred, col, freerow)
-        end, last, mind = _shortest_path(c, v, d, pred, y, col)
+        end, last, mind = _shortest_path(c, v, d, pred, y, col, freerow)
         _update_duals(v, d, col, last, mind)
         _flip_path(x, y, pred, end, freerow)
 
@@ -275,8 +297,7 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
         _reduce_columns(cmin, carg, x, y, v)
         for f in range(_free_rows(x, free)):  # augmentation from each free row (as _assignment)
             freerow = free[f]
-            _start_paths(cost, v, d, pred, col, freerow)
-            end, last, mind = _shortest_path(cost, v, d, pred, y, col)
+            end, last, mind = _shortest_path(cost, v, d, pred, y, col, freerow)
             _update_duals(v, d, col, last, mind)
             _flip_path(x, y, pred, end, freerow)
         w = R[0, x[0]]
