@@ -1,8 +1,8 @@
 """Compiled loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
 
-Two calls per ``fast_schedule``: ``prepare`` (row sums of the GPU matrix, server matrix, whole
-units, padding) and ``heavy_stages`` or ``kuhn_stages`` (every greedy BvN stage, no per-stage
-Python); one entry point per matching, so a process loads only the code it runs.
+One call per ``fast_schedule``: ``heavy_schedule`` or ``kuhn_schedule`` (row sums of the GPU
+matrix, server matrix, whole units, padding, then every greedy BvN stage, with no per-stage
+Python); one entry point per kind of matching, so a process loads only the code it runs.
 
 Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the
 support), a fresh Jonker-Volgenant assignment each stage (the same optimum scipy's
@@ -210,7 +210,7 @@ def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: n
         _flip_path(x, y, pred, end, freerow)
 
 
-OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of ``prepare`` and ``_row_bytes``
+OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of the schedules and ``_row_bytes``
 _EXACT = 2.0**53  # below this, sums of whole float64 numbers are exact in any order
 
 
@@ -524,28 +524,47 @@ def server_units(r: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def prepare(D: np.ndarray, G: int, unit: int) -> tuple:
-    """Steps 1-3 of the FAST schedule of the float64 (S*G, S*G) matrix ``D`` in one call.
+def _prepare(D: np.ndarray, G: int, unit: int) -> tuple:
+    """Steps 1-3 of the FAST schedule of the float64 (S*G, S*G) matrix ``D``.
 
-    Returns ``(status, r, tau, padded, lam, work)``: row bytes, server matrix, padded unit matrix,
-    its line sum and a copy of it for the stages to consume; unless ``status`` is OK only it holds.
+    Returns ``(status, r, tau, padded, lam)``: row bytes, server matrix, padded unit matrix and its
+    line sum; unless ``status`` is OK only it holds.
     """
     S = D.shape[0] // G
     r = np.empty((S, G, S), np.int64)
     status = _row_bytes(D, G, r)
     if status != OK:
         empty = np.empty((0, 0), np.int64)
-        return status, r, empty, empty, 0, empty
+        return status, r, empty, empty, 0
     tau, units = server_units(r, unit)
     padded = units.copy()
     lam = _pad(padded)
-    return status, r, tau, padded, lam, padded.copy()
+    return status, r, tau, padded, lam
+
+
+@njit(cache=True)
+def heavy_schedule(D: np.ndarray, G: int, unit: int) -> tuple:
+    """The whole schedule with HEAVY matchings: ``(status, r, tau, padded, perms, weights)``."""
+    status, r, tau, padded, lam = _prepare(D, G, unit)
+    if status != OK:
+        return status, r, tau, padded, padded, np.empty(0, np.int64)
+    perms, weights = heavy_stages(padded.copy(), lam)
+    return status, r, tau, padded, perms, weights
+
+
+@njit(cache=True)
+def kuhn_schedule(D: np.ndarray, G: int, unit: int, bottleneck: bool) -> tuple:
+    """The whole schedule with ANY or BOTTLENECK matchings: ``(status, r, tau, padded, perms, weights)``."""
+    status, r, tau, padded, lam = _prepare(D, G, unit)
+    if status != OK:
+        return status, r, tau, padded, padded, np.empty(0, np.int64)
+    perms, weights = kuhn_stages(padded.copy(), lam, bottleneck)
+    return status, r, tau, padded, perms, weights
 
 
 @functools.cache
 def warm() -> None:
     """Load (or compile) the kernels for the argument types every caller passes, once per process."""
     if AVAILABLE:
-        prepare(np.ones((4, 4)), 2, 1)
-        heavy_stages(np.ones((2, 2), np.int64), 2)
-        kuhn_stages(np.ones((2, 2), np.int64), 2, True)
+        heavy_schedule(np.ones((4, 4)), 2, 1)
+        kuhn_schedule(np.ones((4, 4)), 2, 1, True)

@@ -19,8 +19,8 @@ first perfect matching Kuhn's augmenting paths find, as FAST-code's ``hungarian`
 default: on Zipf-0.8 loads it needs as few stages as BOTTLENECK (within a few %) and 2-6x fewer
 than ANY from 16 servers up; at 4 servers all three give the same stage counts.
 
-Speed: with numba, ``fast_schedule`` is two compiled calls (_compiled.prepare: row sums, server
-matrix, units, padding; then every stage in one loop); without it the same loops run as Python
+Speed: with numba, ``fast_schedule`` is one compiled call (_compiled.heavy_schedule or
+kuhn_schedule: row sums, server matrix, units, padding, every stage); without it the same loops run as Python
 (HEAVY) or on lists (ANY, BOTTLENECK), with the same stages. Figures: benchmarks/bench_schedule.py.
 """
 
@@ -115,11 +115,16 @@ class Balanced:
         return self.received_bytes.sum(axis=2).ravel()
 
 
+_loaded: list[ModuleType] = []  # _compiled, once imported
+
+
 def _kernels() -> ModuleType:
     """The compiled loops, imported on the first schedule: numba loads only when one is computed."""
-    from . import _compiled
+    if not _loaded:
+        from . import _compiled
 
-    return _compiled
+        _loaded.append(_compiled)
+    return _loaded[0]
 
 
 def _checked(D, servers, gpus_per_server) -> tuple[np.ndarray, int, int]:
@@ -317,6 +322,8 @@ def _bvn_python(R: list, lam: int, bottleneck: bool) -> list:
 
 
 def _matching(value) -> Matching:
+    if value.__class__ is Matching:
+        return value
     try:
         return Matching(value)
     except ValueError:
@@ -414,10 +421,14 @@ def fast_schedule(
     how = _matching(matching)
     A, S, G = _checked(D, servers, gpus_per_server)
     kernels = _kernels()
-    if kernels.AVAILABLE:  # two compiled calls; the int64 unit caps where every tau is one unit anyway
-        status, r, tau, padded, lam, work = kernels.prepare(A, G, min(unit, _UNIT_CAP))
+    if kernels.AVAILABLE:  # one compiled call; the int64 unit caps where every tau is one unit anyway
+        unit_cap = min(unit, _UNIT_CAP)
+        if how is Matching.HEAVY:
+            status, r, tau, padded, perms, weights = kernels.heavy_schedule(A, G, unit_cap)
+        else:
+            status, r, tau, padded, perms, weights = kernels.kuhn_schedule(A, G, unit_cap, how is Matching.BOTTLENECK)
         if status == kernels.OK:
-            return FastSchedule(Balanced(tau, r), unit, padded, *_stages(work, lam, how))
+            return FastSchedule(Balanced(tau, r), unit, padded, perms, weights)
     balanced = balance_intra_server(A, S, G)
     tau = balanced.server_matrix
     units = tau if unit == 1 else -(-tau // unit)  # ceil to whole units (FAST-code Matrix::scale)
