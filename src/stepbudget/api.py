@@ -348,11 +348,13 @@ def calibrate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = Non
 def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), contention: bool = True,
              link_rate: float = 1.0, compute_cv: float = 0.0, link_cv: float = 0.0, straggler_p: float = 0.0,
              straggler_slowdown: float = 1.5, steps: int = 1, replicas: int | None = None, seed: int = 0,
-             progress: Progress | None = None) -> SimulationResult:
+             full: bool = False, progress: Progress | None = None) -> SimulationResult:
     """One step of ``scenario`` simulated task by task (max-min link sharing unless not ``contention``, every link
     at ``link_rate`` times its rate). With jitter (``compute_cv``, ``link_cv``, a straggler chance) or ``steps`` > 1,
-    also ``steps`` steps, each the slowest of ``replicas`` DP replicas (default: the layout's DP)."""
-    from stepbudget.sim.step import Jitter, check_link_rate, monte_carlo, sim_budget, simulate_step, tail_growth
+    also ``steps`` steps, each the slowest of ``replicas`` DP replicas (default: the layout's DP): drawn from a
+    bootstrap of up to 64 simulated pipelines, or with ``full`` every replica of every step simulated."""
+    from stepbudget.sim.step import (Jitter, check_link_rate, full_tails, monte_carlo, sim_budget, simulate_step,
+                                     tail_growth)
     from stepbudget.views.simulation import links_table, misses_table, simulate_dict, simulate_table, tails_table
 
     jit = Jitter(compute_cv=compute_cv, link_cv=link_cv, straggler_p=straggler_p, straggler_slowdown=straggler_slowdown)
@@ -365,12 +367,13 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
     if steps > 1 or jit.any:
         R = replicas or int(b.plan.dp)
         mc = monte_carlo(b, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate,
-                         progress=progress)
-        tails = tail_growth(mc.pipeline_s, sorted({1, 8, 64, R}), steps, seed)
+                         progress=progress, full=full)
+        at = sorted({1, 8, 64, R})
+        tails = full_tails(mc.pipeline_s, at) if full else tail_growth(mc.pipeline_s, at, steps, seed)
 
     def tables() -> list:
         return [simulate_table(result), *([misses_table(result)] if result.deadline_misses else []),
-                links_table(result), *([tails_table(tails, steps)] if tails is not None else [])]
+                links_table(result), *([tails_table(tails, steps, full)] if tails is not None else [])]
 
     return SimulationResult(
         result, lambda: simulate_dict(result, mc, tails), tables,

@@ -354,11 +354,13 @@ def simulate(
     trace: Annotated[Optional[str], typer.Option("--trace", help="Write a Chrome/Perfetto trace to FILE.json.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write the step's timeline to FILE.png, .svg or .html.")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed for jitter.")] = 0,
+    full: Annotated[bool, typer.Option("--full", help="Simulate every replica of every step (steps x replicas "
+                                       "pipelines), not a bootstrap of 64.")] = False,
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
     sets = _profiled(sets, profile)
-    from stepbudget.sim.step import Jitter, check_draws, check_link_rate
+    from stepbudget.sim.step import Jitter, check_draws, check_full, check_link_rate
     from stepbudget.views.simulation import step_figure, write_trace
 
     sc = _load(scenario, sets)
@@ -375,12 +377,12 @@ def simulate(
         jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
         check_link_rate(link_rate)
         if steps > 1 or jit.any:  # the tail's draws (api.simulate), before the first simulated step
-            check_draws(steps, replicas or sc.layout.dp)
+            (check_full if full else check_draws)(steps, replicas or sc.layout.dp)
         with _progress(not as_json and (steps > 1 or jit.any), "simulating", "pipelines") as bar:
             result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
                                   link_cv=jit.link_cv, straggler_p=jit.straggler_p,
                                   straggler_slowdown=jit.straggler_slowdown, steps=steps, replicas=replicas or None,
-                                  seed=seed, progress=bar)
+                                  seed=seed, full=full, progress=bar)
     except ScenarioError as e:
         fail(str(e))
     if trace is not None:

@@ -232,3 +232,40 @@ def test_jitter_refuses_what_the_command_line_refuses(field, value):
         Jitter(**{field: value})
     with pytest.raises(ScenarioError, match="link_rate"):
         simulate_step(sim_budget(sb.load("hpn-gpt3-175b")), link_rate=0.0)
+
+
+def test_full_monte_carlo_simulates_every_replica_each_seeded_by_its_index(budgets):
+    # pipeline i of a full Monte Carlo depends on (seed, i) alone: simulated alone, out of order, it is the same
+    # pipeline, so workers that split the indices give one process's answer; a step is its replicas' slowest
+    from stepbudget.sim.step import jittered_pipeline_s
+
+    b = budgets["hpn-gpt3-175b"]
+    jit = Jitter(compute_cv=0.05, straggler_p=0.2, straggler_slowdown=1.5)
+    mc = monte_carlo(b, jit, steps=5, replicas=3, seed=7, full=True)
+    assert mc.full and mc.pipeline_s.shape == (5, 3)
+    prog = step_program(b)
+    alone = [jittered_pipeline_s(prog, jit, 7, i) + float(b.step_overhead_s) for i in reversed(range(15))][::-1]
+    np.testing.assert_array_equal(mc.pipeline_s.ravel(), alone)
+    np.testing.assert_array_equal(mc.steps_s, np.max(np.reshape(alone, (5, 3)), axis=1))
+    assert np.unique(mc.pipeline_s).size > 1  # the draws differ from pipeline to pipeline
+
+
+def test_full_tails_are_exact_maxima_and_grow_with_replicas(budgets):
+    from stepbudget.sim.step import full_tails
+
+    mc = monte_carlo(budgets["hpn-gpt3-175b"], Jitter(compute_cv=0.1), steps=12, replicas=8, seed=1, full=True)
+    tails = full_tails(mc.pipeline_s, [1, 8, 64])
+    assert set(tails) == {1, 8}  # no more replicas than were simulated
+    assert tails[8]["p50_s"] == pytest.approx(np.percentile(mc.steps_s, 50))
+    assert all(tails[1][q] <= tails[8][q] for q in ("p50_s", "p90_s", "p99_s"))
+
+
+def test_cli_simulate_full_json_and_its_bound():
+    r = CliRunner().invoke(app, ["simulate", "hpn-gpt3-175b", "--jitter", "0.05", "--steps", "6", "--replicas", "2",
+                                 "--full", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["full"] is True and d["simulated_pipelines"] == 12 and set(d["by_replicas"]) == {"1", "2"}
+    r = CliRunner().invoke(app, ["simulate", "hpn-gpt3-175b", "--jitter", "0.05", "--steps", "2000", "--replicas",
+                                 "1000", "--full"])
+    assert r.exit_code == 2 and "steps x --replicas" in r.output and "--full" in r.output

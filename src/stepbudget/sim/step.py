@@ -239,33 +239,62 @@ def check_draws(steps: int, replicas: int) -> None:
         )
 
 
+MAX_FULL_PIPELINES = 1_000_000
+"""Most pipelines ``monte_carlo(full=True)`` simulates (steps x replicas): at 50 ms a Llama 3 405B pipeline, about
+14 hours on one core, which is what a sweep's workers are for; more is refused before any is simulated."""
+
+
+def check_full(steps: int, replicas: int) -> None:
+    """ScenarioError naming ``steps x replicas`` when a full Monte Carlo would simulate more than
+    ``MAX_FULL_PIPELINES`` pipelines; checked before any is simulated."""
+    check_draws(steps, replicas)
+    if steps * replicas > MAX_FULL_PIPELINES:
+        raise ScenarioError(
+            f"steps x replicas: {steps:,} steps x {replicas:,} replicas simulated in full are {steps * replicas:,} "
+            f"pipelines, more than the {MAX_FULL_PIPELINES:,} one run takes; give fewer, or drop --full for the bootstrap"
+        )
+
+
 @dataclass(frozen=True)
 class MonteCarlo:
     steps_s: np.ndarray
     """Shape (steps,): each step's time, the slowest of ``replicas`` pipelines."""
     replicas: int
     pipeline_s: np.ndarray
-    """Shape (samples,): the simulated pipelines the replicas were drawn from."""
+    """The simulated pipelines: shape (samples,) for the bootstrap, (steps, replicas) when ``full``."""
+    full: bool = False
+    """Every replica of every step simulated (no bootstrap)."""
 
     def percentile(self, q: float) -> float:
         return float(np.percentile(self.steps_s, q))
 
 
+def jittered_pipeline_s(prog: StepProgram, jitter: Jitter, seed: int, index: int, link_rate: float = 1.0) -> float:
+    """One jittered pipeline's timeline span (s), its draws seeded by ``(seed, index)`` alone: the same pipeline
+    whichever process, and in whichever order, simulates it (a full Monte Carlo spread over workers)."""
+    return _run(prog, link_rate, jitter, np.random.default_rng((seed, index))).makespan_s
+
+
 def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
                 seed: int = 0, contention: bool = True, program: StepProgram | None = None,
-                link_rate: float = 1.0, progress: Callable[[int, int], None] | None = None) -> MonteCarlo:
+                link_rate: float = 1.0, progress: Callable[[int, int], None] | None = None,
+                full: bool = False) -> MonteCarlo:
     """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
 
     Replicas are independent pipelines that meet at every step's gradient reduction, so a step
     lasts as long as its slowest replica. ``samples`` pipelines are simulated (default
     ``min(steps, 64)``) and each step draws its ``replicas`` from them: the tail of the maximum
-    grows with the replicas while the simulation cost does not. ``progress(done, total)`` is called after
+    grows with the replicas while the simulation cost does not. With ``full``, every one of the
+    ``steps x replicas`` pipelines is simulated, pipeline ``i`` (step ``i // replicas``) seeded by
+    ``(seed, i)``, and no draw is bootstrapped. ``progress(done, total)`` is called after
     each simulated pipeline. ScenarioError naming ``steps x replicas`` before any simulation when there are more
-    draws than ``MAX_DRAWS``.
+    draws than ``MAX_DRAWS`` (or, with ``full``, pipelines than ``MAX_FULL_PIPELINES``).
     """
+    prog = program or step_program(budget, contention=contention)
+    if full:
+        return _full_monte_carlo(budget, prog, jitter, steps, replicas, seed, link_rate, progress)
     check_draws(steps, replicas)
     rng = np.random.default_rng(seed)
-    prog = program or step_program(budget, contention=contention)
     n = samples or min(steps, 64)
     # the scenario's fixed cost per step (cluster.step_overhead_s) follows each timeline, as in the budget
     makespans = []
@@ -275,6 +304,30 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
             progress(i + 1, n)
     pipes = np.array(makespans) + float(budget.step_overhead_s)
     return MonteCarlo(steps_s=slowest_of(pipes, replicas, steps, rng), replicas=replicas, pipeline_s=pipes)
+
+
+def _full_monte_carlo(budget: Budget, prog: StepProgram, jitter: Jitter, steps: int, replicas: int, seed: int,
+                      link_rate: float, progress: Callable[[int, int], None] | None) -> MonteCarlo:
+    check_full(steps, replicas)
+    total = steps * replicas
+    pipes = np.empty(total)
+    for i in range(total):
+        pipes[i] = jittered_pipeline_s(prog, jitter, seed, i, link_rate)
+        if progress is not None:
+            progress(i + 1, total)
+    pipes = pipes.reshape(steps, replicas) + float(budget.step_overhead_s)
+    return MonteCarlo(steps_s=pipes.max(axis=1), replicas=replicas, pipeline_s=pipes, full=True)
+
+
+def full_tails(pipes: np.ndarray, replicas: list[int]) -> dict[int, dict[str, float]]:
+    """p50, p90 and p99 of the step when it waits for the slowest of its first R simulated replicas, for each R up
+    to the replicas simulated (``pipes`` has shape (steps, replicas)): exact maxima, no bootstrap."""
+    out = {}
+    for R in replicas:
+        if R <= pipes.shape[1]:
+            s = pipes[:, :R].max(axis=1)
+            out[R] = {f"p{q}_s": float(np.percentile(s, q)) for q in (50, 90, 99)}
+    return out
 
 
 def slowest_of(pipelines: np.ndarray, replicas: int, steps: int, rng: np.random.Generator) -> np.ndarray:

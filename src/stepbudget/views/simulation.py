@@ -34,7 +34,8 @@ def simulate_dict(r: StepResult, mc: MonteCarlo | None = None, tails: dict | Non
     }
     if mc is not None:
         out |= {"steps": int(mc.steps_s.size), "replicas": mc.replicas, "p50_s": mc.percentile(50),
-                "p90_s": mc.percentile(90), "p99_s": mc.percentile(99), "mean_s": float(mc.steps_s.mean())}
+                "p90_s": mc.percentile(90), "p99_s": mc.percentile(99), "mean_s": float(mc.steps_s.mean()),
+                "full": mc.full, "simulated_pipelines": int(mc.pipeline_s.size)}
     if tails:
         out["by_replicas"] = {str(k): v for k, v in tails.items()}
     return out
@@ -75,8 +76,9 @@ def misses_table(r: StepResult, limit: int = 12) -> Table:
     return t
 
 
-def tails_table(tails: dict[int, dict[str, float]], steps: int) -> Table:
-    t = Table(title=f"{steps:,} jittered steps: the step waits for the slowest of R data-parallel replicas",
+def tails_table(tails: dict[int, dict[str, float]], steps: int, full: bool = False) -> Table:
+    how = "every replica simulated" if full else "replicas drawn from the simulated pipelines"
+    t = Table(title=f"{steps:,} jittered steps: the step waits for the slowest of R data-parallel replicas ({how})",
               title_justify="left")
     for col in ("replicas R", "p50", "p90", "p99"):
         t.add_column(col, justify="right")
