@@ -65,12 +65,13 @@ def _exchange(plan: Plan, dim: Axis, coll: Collective, what: str, critical: bool
     c = plan.scenario.cluster
     cost = call_cost(coll, S, group, q, algorithm, plan.nvlink_Bps, plan.nic_Bps / tier,
                      c.nvlink_latency_s, c.nic_latency_s)
+    call_s = cost.time_s  # a sum, worked out once
     return Exchange(
         dim=dim, collective=coll, what=what, critical=critical,
         group=np.asarray(group), message_bytes=np.asarray(S, dtype=float) * (calls > 0), calls=calls,
         bytes_per_gpu=calls * cost.bytes_per_gpu, nvlink_bytes=calls * cost.nvlink_bytes,
-        nic_bytes=calls * cost.nic_bytes, time_s=calls * cost.time_s, bandwidth_s=calls * cost.bandwidth_s,
-        call_s=cost.time_s,
+        nic_bytes=calls * cost.nic_bytes, time_s=calls * call_s, bandwidth_s=calls * cost.bandwidth_s,
+        call_s=call_s,
     )
 
 

@@ -155,10 +155,8 @@ def model_state_bytes(
         np.asarray(x, dtype=float)
         for x in (psi, dp, grad_bytes, param_bytes, optimizer_bytes, master_weights, gathered_layers, layer_params)
     )
-    code, Psi, d, w_g, w_p, K, master, L_g, psi_layer = np.broadcast_arrays(
-        code, Psi, d, w_g, w_p, K, master, L_g, psi_layer
-    )
     K = K - (1 - master) * MASTER_WEIGHT_BYTES  # no master copy: the parameters are the master
+    code, Psi, d, w_g, w_p, K, L_g, psi_layer = np.broadcast_arrays(code, Psi, d, w_g, w_p, K, L_g, psi_layer, master)[:8]
     shard_os, shard_g, shard_p = _SHARDS_OPTIMIZER[code], grads_sharded(code, reshard), _SHARDS_PARAMS[code]
     params = w_p * Psi / np.where(shard_p, d, 1)  # P_p: ZeRO-3 / FSDP, [ZeRO] §5.3
     grads = w_g * Psi / np.where(shard_g, d, 1)  # P_g: ZeRO-2 and up, [ZeRO] §5.2
