@@ -239,14 +239,18 @@ def test_without_numba_heavy_runs_the_same_loops(monkeypatch):
     assert [(p.tolist(), w) for p, w in compiled] == [(p.tolist(), w) for p, w in plain]
 
 
-def test_fractional_bytes_take_numpys_sums():
-    """Bytes that are not whole: the row sums are numpy's (its summation order), as before the compiled loop."""
-    D = np.random.default_rng(5).random((16, 16)) * 1e3
-    b = balance_intra_server(D, 2, 8)
-    want = np.ceil(D.reshape(-1, 8) @ np.ones(8)).astype(np.int64).reshape(2, 8, 2)
-    want[0, :, 0] = want[1, :, 1] = 0  # intra-server bytes
-    assert b.row_bytes.tolist() == want.tolist()
-    assert fast_schedule(D, 2, 8).balanced.row_bytes.tolist() == b.row_bytes.tolist()
+@pytest.mark.parametrize(
+    "entry", [0.5, 1e-300, 2.0**52, 2.0**52 + 2, 2.0**53, -0.0, 12345.0], ids=repr
+)
+def test_row_sums_are_numpys_whatever_the_entries(entry):
+    """Whole bytes below 2^52 take the compiled sums, the rest numpy's: the same row bytes as numpy either way."""
+    from stepbudget.a2a import schedule
+
+    D = np.random.default_rng(5).integers(0, 10**6, size=(16, 16)).astype(float)
+    D[3, 9] = entry
+    want = schedule._rows_numpy(D, 2, 8)
+    assert balance_intra_server(D, 2, 8).row_bytes.tolist() == want.tolist()
+    assert fast_schedule(D, 2, 8, unit_bytes=1 << 62).balanced.row_bytes.tolist() == want.tolist()
 
 
 def test_compiled_heavy_matches_scipy_heavy():

@@ -137,16 +137,15 @@ def _checked(D, servers, gpus_per_server) -> tuple[np.ndarray, int, int]:
     return A, int(S), int(G)
 
 
-def _rows_compiled(A: np.ndarray, S: int, G: int) -> np.ndarray | None:
-    """``row_bytes`` by the compiled loop; None where only numpy's summation order gives today's bits."""
+def _balanced_compiled(A: np.ndarray, S: int, G: int) -> Balanced | None:
+    """Balanced by the compiled loop; None where only numpy's summation order gives today's bits."""
     kernels = _kernels()
     if not kernels.AVAILABLE:
         return None
-    r = np.empty((S, G, S), np.int64)
-    status = kernels._row_bytes(A, G, r)
+    status, r, tau = kernels.balance(A, G)
     if status == kernels.BAD_VALUE:
         check_traffic_matrix(A, S, G)  # raises: a negative, NaN or infinite entry
-    return r if status == kernels.OK else None
+    return Balanced(server_matrix=tau, row_bytes=r) if status == kernels.OK else None
 
 
 def _rows_numpy(A: np.ndarray, S: int, G: int) -> np.ndarray:
@@ -170,10 +169,11 @@ def balance_intra_server(D, servers, gpus_per_server) -> Balanced:
     Shapes: ``D`` (S*G, S*G) bytes; see :class:`Balanced` for the results.
     """
     A, S, G = _checked(D, servers, gpus_per_server)
-    r = _rows_compiled(A, S, G)
-    if r is None:
+    balanced = _balanced_compiled(A, S, G)
+    if balanced is None:
         r = _rows_numpy(A, S, G)
-    return Balanced(server_matrix=_server_matrix(r), row_bytes=r)
+        balanced = Balanced(server_matrix=_server_matrix(r), row_bytes=r)
+    return balanced
 
 
 # ---------------------------------------------------------------- step 3: padding
