@@ -126,7 +126,10 @@ def _memory(base: Scenario, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np
     own rows of the plan."""
     plan = state_plan(base, cols)
     mem = memory_per_gpu(plan)
-    total, state = (np.array(np.broadcast_to(x, plan.shape), dtype=float) for x in (mem.total, mem.model_state))
+    state = mem.model_state
+    total = state + mem.activations + mem.extras  # Memory.total, its model state summed once
+    total, state = (x if np.shape(x) == plan.shape else np.array(np.broadcast_to(x, plan.shape), dtype=float)
+                    for x in (np.asarray(total, dtype=float), np.asarray(state, dtype=float)))
     if "first_stage_layers" not in cols:
         return total, state
     first, last = cols["first_stage_layers"], cols["last_stage_layers"]
