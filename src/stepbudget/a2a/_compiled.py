@@ -450,8 +450,9 @@ def _pad(R: np.ndarray) -> int:
             row_gap[i] += R[i, j]
             col_gap[j] += R[i, j]
     lam = max(row_gap.max(), col_gap.max())  # Lambda = max line sum (formulas.md 7.3 step 3)
-    row_gap = lam - row_gap
-    col_gap = lam - col_gap
+    for k in range(n):  # loops, not array expressions: each of those is a compiled kernel of its own
+        row_gap[k] = lam - row_gap[k]
+        col_gap[k] = lam - col_gap[k]
     i = j = 0
     while i < n and j < n:  # FAST-code: to_scaled_doubly_stochastic_matrix (formulas.md 7.3)
         if row_gap[i] == 0:
@@ -550,8 +551,11 @@ def server_units(r: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
         for i in range(G):
             for v in range(S):
                 tau[u, v] += r[u, i, v]
-    tau = (tau + (G - 1)) // G
-    units = tau if unit == 1 else -(-tau // unit)
+    units = np.empty((S, S), np.int64)
+    for u in range(S):
+        for v in range(S):
+            tau[u, v] = (tau[u, v] + (G - 1)) // G
+            units[u, v] = -(-tau[u, v] // unit)
     return tau, units
 
 
@@ -579,8 +583,7 @@ def _prepare(D: np.ndarray, G: int, unit: int) -> tuple:
     if status != OK:
         empty = np.empty((0, 0), np.int64)
         return status, r, empty, empty, 0
-    tau, units = server_units(r, unit)
-    padded = units.copy()
+    tau, padded = server_units(r, unit)  # a fresh array: padded in place
     lam = _pad(padded)
     return status, r, tau, padded, lam
 
