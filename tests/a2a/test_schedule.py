@@ -253,6 +253,28 @@ def test_row_sums_are_numpys_whatever_the_entries(entry):
     assert fast_schedule(D, 2, 8, unit_bytes=1 << 62).balanced.row_bytes.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("G", [1, 3, 4, 6])
+def test_any_block_width_and_layout_sums_as_numpy(G):
+    """Blocks of any width (halving for powers of 2, a loop otherwise), C or Fortran order: numpy's row bytes."""
+    from stepbudget.a2a import schedule
+
+    S = 3
+    D = np.random.default_rng(G).integers(0, 10**9, size=(S * G, S * G)).astype(float)
+    want = schedule._rows_numpy(D, S, G)
+    for layout in (D, np.asfortranarray(D), D.T.copy().T):
+        assert balance_intra_server(layout, S, G).row_bytes.tolist() == want.tolist()
+    a, b = fast_schedule(D, S, G), fast_schedule(np.asfortranarray(D), S, G)
+    assert a.perms.tolist() == b.perms.tolist() and a.weights.tolist() == b.weights.tolist()
+
+
+def test_a_unit_beyond_int64_makes_each_entry_one_unit():
+    D = gpu_traffic_matrix(1024, 4096, 32, 4, 32, skew=0.8, rng=11)
+    sched = fast_schedule(D, 4, 8, unit_bytes=1 << 70)
+    ones = (sched.balanced.server_matrix > 0).astype(np.int64)  # ceil(tau / unit) for tau < unit
+    assert (sched.padded >= ones).all()
+    assert sched.line_sum == max(ones.sum(axis=0).max(), ones.sum(axis=1).max())
+
+
 def test_compiled_heavy_matches_scipy_heavy():
     """The compiled Hungarian finds the same optimum as scipy (ties may break apart): valid, as many stages."""
     from stepbudget.a2a import _compiled

@@ -431,7 +431,7 @@ def fast_schedule(
             return FastSchedule(Balanced(tau, r), unit, padded, perms, weights)
     balanced = balance_intra_server(A, S, G)
     tau = balanced.server_matrix
-    units = tau if unit == 1 else -(-tau // unit)  # ceil to whole units (FAST-code Matrix::scale)
+    units = tau if unit == 1 else -(-tau // min(unit, _UNIT_CAP))  # ceil to whole units (FAST-code Matrix::scale)
     padded, perms, weights = _pad_and_decompose(units, how)
     return FastSchedule(balanced=balanced, unit_bytes=unit, padded=padded, perms=perms, weights=weights)
 
