@@ -1,32 +1,29 @@
-"""Speed and quality figures for the MoE all-to-all scheduler (stepbudget.a2a).
+"""Completion-time figures for the MoE all-to-all (stepbudget.a2a.timing): plain vs FAST, and how fast.
 
 Run: ``PYTHONPATH=src python benchmarks/bench_a2a.py``. A script that prints figures, not a test.
 
-1. Host time per ``fast_schedule`` call (balance + pad + BvN) for 4 x 8 and 64 x 8 GPUs under
-   Zipf-0.8 routing, per matching strategy. Targets: <= 25 us at 4 x 8 (FAST §5 measured 25 us in
-   C++ for 32 GPUs), <= 5 ms at 64 x 8.
-2. Stage counts against the lower bound (most positive entries in a line of the padded matrix)
-   and the Birkhoff bound (n-1)^2 + 1.
-3. Plain (all pairs at once, max-min fair) vs FAST completion time; FAST §5 reports 1.2-1.3x on
-   Zipf 0.8 and parity on balanced loads (4 servers x 8 H200, 400 Gb/s NIC per GPU).
+fast_schedule's host time and stage counts are benchmarks/bench_schedule.py's.
+
+1. Plain (all pairs at once, max-min fair) vs FAST completion time; FAST §5 reports 1.2-1.3x on
+   Zipf 0.8 and parity on balanced loads (4 servers x 8 H200, 400 Gb/s NIC per GPU). The staged
+   pipeline's own ratio is shown beside what is sent (plain where staging is not faster).
+2. The plain all-to-all two ways in the same run: the fluid simulator (``plain_alltoall_s``, numpy
+   max-min per re-rating) and the simulator's engine (``_engine_plain_alltoall_s``): time, relative
+   difference and wall time side by side.
+3. Wall time of the whole ``moe`` report (api.moe, DeepSeek-V3) at 32 x 8, 64 x 8 and 128 x 8 GPUs.
+   Pass ``--old-up-to N`` / ``--new-up-to N`` to time the fluid path / the engine up to N servers of 8
+   in section 2 (defaults 32 and 128; 64 x 8 takes the fluid path 100-180 s on 2 cores).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
-from functools import partial
 
 import numpy as np
 
-from stepbudget.a2a import (
-    Matching,
-    alltoall_times,
-    balance_intra_server,
-    choose_unit_bytes,
-    fast_schedule,
-    gpu_traffic_matrix,
-    min_stages,
-)
+from stepbudget.a2a import alltoall_times, gpu_traffic_matrix, plain_alltoall_s
+from stepbudget.a2a.timing import _engine_plain_alltoall_s
 
 TOKENS = 4096  # per GPU per MoE layer
 HIDDEN = 7168  # DeepSeek-V3 hidden size
@@ -34,39 +31,6 @@ B_OUT = 50e9  # 400 Gb/s NIC per GPU
 B_UP = 450e9  # NVLink 4 per GPU, one way
 ALPHA = 5e-6  # s per scale-out stage
 G = 8
-
-
-def per_call_s(fn, budget_s: float = 0.5) -> float:
-    """Best of 5 rounds of the mean time per call, after one warm-up call."""
-    began = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - began, 1e-7)
-    calls = max(1, min(20000, int(budget_s / 5 / once)))
-    rounds = []
-    for _ in range(5):
-        began = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        rounds.append((time.perf_counter() - began) / calls)
-    return min(rounds)
-
-
-def schedule_speed(servers: int, top_k: int, units: list[int]) -> None:
-    n = servers * G
-    D = gpu_traffic_matrix(TOKENS, HIDDEN, n, top_k, n, skew=0.8, rng=1)
-    balance_us = per_call_s(lambda: balance_intra_server(D, servers, G)) * 1e6
-    print(f"\n{servers} x {G} GPUs, {n} experts, top-{top_k}, Zipf 0.8: balance alone {balance_us:.1f} us")
-    for unit in units:
-        print(f"  unit {unit:>9,} B")
-        for matching in Matching:
-            sched = fast_schedule(D, servers, G, matching=matching, unit_bytes=unit)
-            call = partial(fast_schedule, D, servers, G, matching=matching, unit_bytes=unit)
-            seconds = per_call_s(call, 1.0 if servers > 8 else 0.5)
-            print(
-                f"    {matching.value:<10} {seconds * 1e6:10.1f} us/call | stages {sched.stages:5d} "
-                f"(lower bound {min_stages(sched.padded):3d}, Birkhoff bound {(servers - 1) ** 2 + 1:5d}, "
-                f"Lambda {sched.line_sum:,} units)"
-            )
 
 
 def speedups(servers: int, seeds: range) -> None:
@@ -77,30 +41,80 @@ def speedups(servers: int, seeds: range) -> None:
             D = gpu_traffic_matrix(TOKENS, HIDDEN, n, top_k, n, skew=skew, rng=seed)
             rows.append(alltoall_times(D, servers, G, B_OUT, B_UP, ALPHA))
         speed = np.array([r.speedup for r in rows])
+        staged = np.array([r.plain_s / r.staged_s for r in rows])
         gap = np.array([r.scheduled_s / r.lower_bound_s - 1 for r in rows])
         mean = {key: np.mean([getattr(r, key) for r in rows]) for key in ("plain_s", "scheduled_s", "stages")}
         print(
             f"  {servers} x {G}, {label:<8} top-{top_k}: plain/FAST {speed.mean():.2f}x "
-            f"(min {speed.min():.2f}, max {speed.max():.2f}) | FAST over bound +{gap.mean() * 100:.1f} % | "
+            f"(min {speed.min():.2f}, max {speed.max():.2f}; staged alone {staged.min():.2f}-{staged.max():.2f}, "
+            f"sent plain {sum(r.sent_plain for r in rows)}/{len(rows)}) | FAST over bound +{gap.mean() * 100:.1f} % | "
             f"plain {mean['plain_s'] * 1e3:.2f} ms, FAST {mean['scheduled_s'] * 1e3:.2f} ms, "
             f"{mean['stages']:.0f} stages, schedule {np.mean([r.schedule_seconds for r in rows]) * 1e6:.0f} us"
         )
 
 
+def wall_s(fn, repeat: int) -> tuple[float, object]:
+    """Best wall time of ``repeat`` calls of ``fn`` and its last answer."""
+    best, out = np.inf, None
+    for _ in range(repeat):
+        began = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - began)
+    return best, out
+
+
+def plain_two_ways(old_up_to: int, new_up_to: int) -> None:
+    for servers in (s for s in (4, 8, 16, 32, 64, 128) if s <= max(old_up_to, new_up_to)):
+        n = servers * G
+        for label, skew in (("uniform", "uniform"), ("Zipf 0.8", 0.8)):
+            D = gpu_traffic_matrix(TOKENS, HIDDEN, n, 8, n, skew=skew, rng=1)
+            repeat = 3 if servers <= 16 else 1
+            line = f"  {servers:>3} x {G}, {label:<8} top-8:"
+            if servers <= new_up_to:
+                new_s, new = wall_s(lambda: _engine_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                line += f" engine {new * 1e3:9.5f} ms in {new_s:7.2f} s"
+            if servers <= min(old_up_to, new_up_to):
+                old_s, old = wall_s(lambda: plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                line += (f" | fluid {old * 1e3:9.5f} ms in {old_s:7.2f} s | engine/fluid {new / old - 1:+.2e} "
+                         f"in time, {old_s / new_s:5.1f}x faster")
+            elif servers <= old_up_to:
+                old_s, old = wall_s(lambda: plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                line += f" fluid {old * 1e3:9.5f} ms in {old_s:7.2f} s"
+            print(line, flush=True)
+
+
+def moe_walls() -> None:
+    from stepbudget import api
+
+    for servers in (32, 64, 128):
+        for skew in ("uniform", "zipf:0.8"):
+            try:
+                seconds, result = wall_s(lambda: api.moe("deepseek-v3", skew=skew, servers=servers,
+                                                         gpus_per_server=G), 1)
+            except ValueError as e:  # a group over MAX_EP_GPUS is refused in one line
+                print(f"  moe deepseek-v3 --servers {servers} --gpus-per-server {G}: {e}")
+                continue
+            a = result.to_dict()["alltoall"]
+            print(f"  moe deepseek-v3 --servers {servers} --gpus-per-server {G} --skew {skew:<8}: {seconds:6.2f} s "
+                  f"(plain {a['plain_s'] * 1e3:.3f} ms, sent {'plain' if a['sent_plain'] else 'staged'}, "
+                  f"{a['speedup']:.2f}x)", flush=True)
+
+
 def main() -> None:
-    print("1-2. fast_schedule host time and stage counts")
-    schedule_speed(4, 8, [1, 1 << 20])
-    schedule_speed(4, 2, [1])
-    D = gpu_traffic_matrix(TOKENS, HIDDEN, 64 * G, 8, 64 * G, skew=0.8, rng=1)
-    auto = choose_unit_bytes(balance_intra_server(D, 64, G).server_matrix, ALPHA, B_OUT)
-    print(f"\n(64 x 8: choose_unit_bytes picks {auto:,} B at alpha = {ALPHA * 1e6:.0f} us)")
-    schedule_speed(64, 8, [auto, 1 << 20])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old-up-to", type=int, default=32, help="largest servers count the fluid path is timed at")
+    parser.add_argument("--new-up-to", type=int, default=128, help="largest servers count the engine is timed at")
+    args = parser.parse_args()
     print(
-        f"\n3. plain vs FAST (B_out {B_OUT / 1e9:.0f} GB/s, B_up {B_UP / 1e9:.0f} GB/s, "
+        f"1. plain vs FAST (B_out {B_OUT / 1e9:.0f} GB/s, B_up {B_UP / 1e9:.0f} GB/s, "
         f"alpha {ALPHA * 1e6:.0f} us, {TOKENS} tokens x {HIDDEN} x 2 B per GPU)"
     )
     speedups(4, range(1, 6))
     speedups(8, range(1, 3))
+    print(f"\n2. plain all-to-all: fluid reference vs the simulator's engine (best of 3 up to 16 x {G}, else 1 call)")
+    plain_two_ways(args.old_up_to, args.new_up_to)
+    print("\n3. the whole moe report (DeepSeek-V3, one call)")
+    moe_walls()
 
 
 if __name__ == "__main__":

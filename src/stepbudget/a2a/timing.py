@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.maxmin import maxmin_rates_unchecked
+from stepbudget.sim.engine import Observer, SimEvent, run_graph
+from stepbudget.sim.graph import TaskGraph, TaskKind
 
 from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, FastSchedule, balance_intra_server, fast_schedule
@@ -196,7 +198,79 @@ def _alltoall_flows(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarr
 
 _GROUP_MIN_FLOWS = 256  # below this many flows, every end is its own event (exact)
 PLAIN_GROUP_RTOL = 1e-3
-"""Flows of a plain all-to-all due within 0.1 % of the elapsed time end together (fluid_finish_times)."""
+"""Flows of a plain all-to-all due within 0.1 % of the elapsed time end together (fluid_finish_times): the
+tolerance a plain time is known to."""
+PLAIN_FINISH_RTOL = 5e-4
+"""The engine's grouping (run_graph's finish_rtol): it ends a batch at its first flow's due time, not at each
+flow's own, so its error is one-sided and twice the fluid's at the same tolerance; half of PLAIN_GROUP_RTOL keeps
+it within PLAIN_GROUP_RTOL of the fluid (measured within 5e-4 on 8 x 8 and 16 x 8 uniform, Zipf and pair-skewed
+loads; at 1e-3 it was 1.5e-3 off)."""
+
+Finisher = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], float]
+"""``finish(sizes, links, capacities, before, total) -> s``: when the last of these flows ends, all started at
+t = 0; ``before`` of the ``total`` flows ran in parts timed already (for a progress count)."""
+
+
+def _plain_capacities(n: int, B_out: float, B_up: float) -> np.ndarray:
+    """Link rates of :func:`_alltoall_flows`' links: 2n NIC directions at B_out, then 2n scale-up ports at B_up."""
+    return np.concatenate([np.full(2 * n, B_out), np.full(2 * n, B_up)])
+
+
+def _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, finish: Finisher) -> float:
+    """The plain all-to-all, its network and scale-up flows timed apart by ``finish``, plus one ``alpha_s``."""
+    D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
+    sizes, links = _alltoall_flows(D, S, G)
+    if sizes.size == 0:
+        return 0.0
+    capacities = _plain_capacities(S * G, B_out, B_up)
+    remote = links[:, 0] < S * G  # NIC flows and scale-up flows share no link: simulate them apart
+    ends = [finish(sizes[part], links[part], capacities, before, sizes.size)
+            for part, before in ((remote, 0), (~remote, int(remote.sum()))) if part.any()]
+    # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
+    return (alpha_s if remote.any() else 0.0) + max(ends)
+
+
+def _transfer_graph(sizes: np.ndarray, links: np.ndarray) -> TaskGraph:
+    """One root TRANSFER task per flow: ``sizes`` (F,) bytes over ``links`` (F, 2), no dependencies."""
+    F = sizes.size
+    return TaskGraph(kind=np.full(F, TaskKind.TRANSFER, dtype=np.int8), stream=np.full(F, -1),
+                     duration_s=np.zeros(F), size_bytes=sizes, link_indptr=np.arange(0, 2 * F + 1, 2),
+                     link_ids=links.ravel(), dep_indptr=np.zeros(F + 1, dtype=np.int64),
+                     dep_ids=np.empty(0, dtype=np.int64))
+
+
+def _counting(progress: Callable[[int, int], None] | None, before: int, total: int) -> Observer | None:
+    """An engine observer that tells ``progress`` how many of ``total`` flows have ended, or None."""
+    if progress is None:
+        return None
+    ended = [before]
+
+    def observe(time_s: float, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None) -> None:
+        if event == SimEvent.END:
+            ended[0] += tasks.size
+            progress(ended[0], total)
+
+    return observe
+
+
+def _engine_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
+    """Flows as root transfers of the simulator's engine (run_graph), max-min shared, re-shared as they end."""
+    def finish(sizes, links, capacities, before, total) -> float:
+        observer = _counting(progress, before, total)
+        timeline = run_graph(_transfer_graph(sizes, links), capacities, observer=observer)  # DEV: finish_rtol
+        return float(timeline.end_s.max(initial=0.0))
+
+    return finish
+
+
+def _fluid_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
+    """Flows under :func:`fluid_finish_times`, those due within PLAIN_GROUP_RTOL of the elapsed time together."""
+    def finish(sizes, links, capacities, before, total) -> float:
+        watch = None if progress is None else lambda done, _: progress(before + done, total)
+        return float(fluid_finish_times(sizes, links, capacities, group_rtol=PLAIN_GROUP_RTOL,
+                                        progress=watch).max(initial=0.0))
+
+    return finish
 
 
 def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
@@ -207,25 +281,15 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
     ports (B_up), re-shared as flows end (:func:`fluid_finish_times`); plus one ``alpha_s``.
     ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up domain's.
     """
-    D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
-    sizes, links = _alltoall_flows(D, S, G)
-    if sizes.size == 0:
-        return 0.0
-    n = S * G
-    capacities = np.concatenate([np.full(2 * n, B_out), np.full(2 * n, B_up)])
-    remote = links[:, 0] < n  # NIC flows and scale-up flows share no link: simulate them apart
-    finish = [fluid_finish_times(sizes[part], links[part], capacities, group_rtol=PLAIN_GROUP_RTOL,
-                                 progress=_offset(progress, before, sizes.size)).max(initial=0.0)
-              for part, before in ((remote, 0), (~remote, int(remote.sum())))]
-    # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
-    return (alpha_s if remote.any() else 0.0) + float(max(finish))
+    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _fluid_finisher(progress))
 
 
-def _offset(progress: Callable[[int, int], None] | None, before: int, total: int):
-    """``progress`` for one part of ``total`` flows, ``before`` of them in parts already run."""
-    if progress is None:
-        return None
-    return lambda done, _: progress(before + done, total)
+def _engine_plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
+                             progress: Callable[[int, int], None] | None = None) -> float:
+    """:func:`plain_alltoall_s` on the simulator's engine (:func:`stepbudget.sim.engine.run_graph`): every GPU pair
+    one root transfer; ``progress`` counts the transfers as they end. Every end is its own event until run_graph
+    groups them (finish_rtol), so it is slower than the fluid path past a few thousand flows."""
+    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _engine_finisher(progress))
 
 
 # ---------------------------------------------------------------- FAST
