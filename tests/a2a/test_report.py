@@ -104,8 +104,23 @@ def test_cli_json_keys():
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert {"exact", "approx"} <= set(d["ratio"]["nvlink"]) and {"exact", "approx"} <= set(d["ratio"]["nic"])
-    assert {"lower_bound_s", "plain_s", "scheduled_s", "stages", "speedup", "schedule_seconds"} <= set(d["alltoall"])
+    assert {"lower_bound_s", "plain_s", "scheduled_s", "staged_s", "sent_plain", "stages", "speedup",
+            "schedule_seconds"} <= set(d["alltoall"])
     assert d["alltoall"]["speedup"] > 1.05 and d["verdict"]
+    assert d["alltoall"]["sent_plain"] is False and d["alltoall"]["scheduled_s"] == d["alltoall"]["staged_s"]
+
+
+def test_a_balanced_deepseek_layer_is_sent_plain_and_says_so():
+    """DeepSeek-V3 at its defaults (8 x 8, uniform): staged 0.87x plain before issue 21, now sent plain."""
+    from stepbudget.views.moe import alltoall_table, moe_dict
+
+    r = moe_report(sb.load("deepseek-v3"))
+    t, d = r.times, moe_dict(r)
+    assert t.sent_plain and t.staged_s > t.plain_s == t.scheduled_s and t.speedup == 1.0
+    assert d["alltoall"]["sent_plain"] is True and d["alltoall"]["staged_s"] == t.staged_s
+    assert any("so the scheduler sends it plain" in line for line in d["verdict"])
+    sent = next(row for row in zip(*(c._cells for c in alltoall_table(r).columns)) if row[0] == "sent")
+    assert sent[1] == "plain"
 
 
 def test_cli_matrix_file_and_heat_map(tmp_path):
