@@ -30,11 +30,12 @@ from functools import partial
 
 import numpy as np
 
+from stepbudget.sim import _core
 from stepbudget.sim.graph import TaskGraph, TaskKind
 from stepbudget.maxmin import FlowLinks, gather_csr, maxmin_rates_unchecked
 from stepbudget.sim.timeline import Timeline
 
-__all__ = ["Engine", "Network", "Observer", "Priority", "SimEvent", "Streams", "run_graph"]
+__all__ = ["Engine", "EngineKind", "Network", "Observer", "Priority", "SimEvent", "Streams", "run_graph"]
 
 _TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
 
@@ -135,8 +136,10 @@ class Network:
         capacity_Bps: np.ndarray,
         on_finish: Callable[[np.ndarray], None],
         on_rates: Callable[[np.ndarray, np.ndarray], None] | None = None,
+        finish_rtol: float = _TIME_RTOL,
     ) -> None:
         self._engine, self._links, self._capacity = engine, flow_links, capacity_Bps
+        self._rtol = finish_rtol
         self._on_finish, self._on_rates = on_finish, on_rates
         num_flows = flow_links.indptr.size - 1
         self._remaining = np.zeros(num_flows)  # bytes left, as of self._last_s
@@ -186,10 +189,7 @@ class Network:
             self._on_rates(active, rates)
         next_s = float(finish_at.min())
         if not np.isfinite(next_s):
-            # every capacity is finite and > 0 (run_graph), so only a rate that underflowed gets here: stopping
-            # would leave the flows unfinished for ever and blame a cycle
-            raise ValueError(f"link rates of {active.size} flow(s) underflow: the smallest is {float(rates.min()):g} "
-                             "B/s for bytes that never finish; give links at least a thousandth of a byte per second")
+            raise ValueError(_underflow(active.size, float(rates.min())))
         self._engine.schedule(next_s, partial(self._finish_due, self._version))
 
     def _finish_due(self, version: int) -> None:
@@ -197,7 +197,7 @@ class Network:
             return  # stale: rates changed after this event was scheduled
         self._advance()
         now, active = self._engine.now, self._active
-        due = self._finish_at[active] <= now + _TIME_RTOL * max(now, 1e-9)
+        due = self._finish_at[active] <= now + self._rtol * max(now, 1e-9)
         done = active[due]
         self._remaining[done] = 0.0
         self._rate[done] = 0.0
@@ -224,7 +224,7 @@ class _GraphRun:
     """The mutable state of one ``run_graph`` call (private)."""
 
     def __init__(self, graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray,
-                 observer: Observer | None) -> None:
+                 observer: Observer | None, finish_rtol: float = _TIME_RTOL) -> None:
         num_tasks = graph.num_tasks
         self.graph, self.duration_s, self.observer = graph, duration_s, observer
         self.engine = Engine()
@@ -243,7 +243,7 @@ class _GraphRun:
                                self._compute_finished)
         on_rates = None if observer is None else self._rates_changed
         self.network = Network(self.engine, FlowLinks(graph.link_indptr, graph.link_ids),
-                               capacity_Bps, self._complete, on_rates)
+                               capacity_Bps, self._complete, on_rates, finish_rtol)
 
     def run(self) -> None:
         roots = np.flatnonzero(self.waiting == 0)
@@ -304,6 +304,20 @@ def _per_item(values: np.ndarray | None, size: int, name: str, what: str) -> np.
     return values
 
 
+class EngineKind(StrEnum):
+    """Which engine runs a graph: the same events in the same order, so the same timeline."""
+
+    AUTO = "auto"
+    """Compiled when numba imports and no observer listens; Python otherwise."""
+    COMPILED = "compiled"
+    """``sim/_core.py`` (numba): about a million events a second."""
+    PYTHON = "python"
+    """The engine in this module: the reference, and the only one an observer can listen to."""
+
+
+_PROGRESS_EVENTS = 200_000  # the compiled engine reports progress (and may grow its heap) between such runs
+
+
 def run_graph(
     graph: TaskGraph,
     link_capacity_Bps: np.ndarray,
@@ -311,6 +325,9 @@ def run_graph(
     link_rate_multiplier: np.ndarray | None = None,
     duration_multiplier: np.ndarray | None = None,
     observer: Observer | None = None,
+    engine: EngineKind | str = EngineKind.AUTO,
+    finish_rtol: float = _TIME_RTOL,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Timeline:
     """Run ``graph`` from time 0 until every task has finished.
 
@@ -318,7 +335,10 @@ def run_graph(
     ``link_rate_multiplier (L,)`` scales each link (0.5 = a link at half rate);
     ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter,
     drawn by the caller). Links are shared max-min fair (``maxmin``); ``observer`` is
-    told of starts, ends and rate changes.
+    told of starts, ends and rate changes (the Python engine runs when one listens).
+    Flows due within ``finish_rtol`` of the elapsed time end together at the first of
+    them (1e-12 by default: only those due at the same instant). ``progress(ended, tasks)``
+    is told how many tasks have ended, every 200,000 events or so.
     """
     capacity = np.asarray(link_capacity_Bps, dtype=np.float64)
     if capacity.ndim != 1 or capacity.size < graph.num_links:
@@ -331,11 +351,79 @@ def run_graph(
     factor = _per_item(duration_multiplier, graph.num_tasks, "duration_multiplier", "task")
     if np.any(~(factor >= 0) | ~np.isfinite(factor)):
         raise ValueError("duration_multiplier must be finite and >= 0 for every task")
-    run = _GraphRun(graph, capacity, graph.duration_s * factor, observer)
-    run.run()
-    stuck = np.isnan(run.end_s)
+    if not 0 <= finish_rtol < 1:
+        raise ValueError(f"finish_rtol={finish_rtol!r}: give a fraction of the elapsed time in [0, 1)")
+    kind = _engine_kind(engine, observer)
+    if kind is EngineKind.COMPILED:
+        start_s, end_s, events = _run_compiled(graph, capacity, graph.duration_s * factor, finish_rtol, progress)
+    else:
+        run = _GraphRun(graph, capacity, graph.duration_s * factor, _with_progress(observer, progress, graph),
+                        finish_rtol)
+        run.run()
+        start_s, end_s, events = run.start_s, run.end_s, run.engine.events
+    stuck = np.isnan(end_s)
     if np.any(stuck):
         shown = ", ".join(graph.label(int(i)) for i in np.flatnonzero(stuck)[:3])
         raise ValueError(f"{int(stuck.sum())} task(s) never became ready (first: {shown}); "
                          "the dependencies contain a cycle: make deps point to earlier work")
-    return Timeline(start_s=run.start_s, end_s=run.end_s, graph=graph, engine_events=run.engine.events)
+    return Timeline(start_s=start_s, end_s=end_s, graph=graph, engine_events=events)
+
+
+def _engine_kind(engine: EngineKind | str, observer: Observer | None) -> EngineKind:
+    try:
+        kind = EngineKind(engine)
+    except ValueError:
+        raise ValueError(f"engine={engine!r}: give one of {', '.join(k.value for k in EngineKind)}") from None
+    if kind is EngineKind.AUTO:
+        return EngineKind.COMPILED if _core.AVAILABLE and observer is None else EngineKind.PYTHON
+    if kind is EngineKind.COMPILED and observer is not None:
+        raise ValueError("engine='compiled' cannot tell an observer of each event; use engine='python' or 'auto'")
+    return kind
+
+
+def _with_progress(observer: Observer | None, progress: Callable[[int, int], None] | None,
+                   graph: TaskGraph) -> Observer | None:
+    """The observer, also counting ended tasks for ``progress`` (the Python engine's way of reporting it)."""
+    if progress is None:
+        return observer
+    ended = [0]
+
+    def observe(time_s: float, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None) -> None:
+        if event is SimEvent.END:
+            ended[0] += tasks.size
+            progress(ended[0], graph.num_tasks)
+        if observer is not None:
+            observer(time_s, event, tasks, rates)
+    return observe
+
+
+def _run_compiled(graph: TaskGraph, capacity: np.ndarray, duration_s: np.ndarray, rtol: float,
+                  progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """``sim/_core.py``'s engine on ``graph``: start and end of each task, and the events run."""
+    succ_indptr, succ_ids = _core.successors(graph.dep_indptr, graph.dep_ids)
+    instant = (graph.kind == TaskKind.JOIN) | ((graph.kind == TaskKind.TRANSFER) & (graph.size_bytes == 0))
+    state = _core.new_state(graph.num_tasks, graph.num_streams, graph.link_ids.size)
+    state.waiting[:] = np.diff(graph.dep_indptr)
+    _core.push_roots(state.heap_time, state.heap_key, state.count)
+    while True:
+        status = _core.advance(
+            graph.kind, graph.stream, duration_s, graph.size_bytes, instant, graph.link_indptr, graph.link_ids,
+            succ_indptr, succ_ids, capacity, rtol, _PROGRESS_EVENTS, state.clock, state.count, state.heap_time,
+            state.heap_key, state.start_s, state.end_s, state.waiting, state.busy, state.head, state.tail,
+            state.next_task, state.active, state.remaining, state.rate, state.finish_at, state.scratch,
+            state.entries, state.rates, state.diag)
+        if progress is not None:
+            progress(int(state.count[_core.ENDED]), graph.num_tasks)
+        if status == _core.DONE:
+            return state.start_s, state.end_s, int(state.count[_core.EVENTS])
+        if status == _core.UNDERFLOW:
+            raise ValueError(_underflow(int(state.diag[0]), float(state.diag[1])))
+        if status == _core.NEED_ROOM:
+            state = _core.with_room(state)
+
+
+def _underflow(flows: int, least_Bps: float) -> str:
+    # every capacity is finite and > 0 (run_graph), so only a rate that underflowed gets here: stopping
+    # would leave the flows unfinished for ever and blame a cycle
+    return (f"link rates of {flows} flow(s) underflow: the smallest is {least_Bps:g} "
+            "B/s for bytes that never finish; give links at least a thousandth of a byte per second")
