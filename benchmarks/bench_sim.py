@@ -16,7 +16,7 @@ import numpy as np
 
 from stepbudget.budget.collectives import ring_factor, ring_steps
 from stepbudget.enums import Collective
-from stepbudget.sim import run_graph
+from stepbudget.sim import TaskGraph, TaskKind, run_graph
 from stepbudget.sim.collectives import ring_all_reduce
 
 SIZE_BYTES = 1e9  # 1 GB per rank
@@ -24,31 +24,55 @@ LINK_BPS = 50e9  # 400 Gb/s per link
 REPEATS = 3
 
 
-def bench(num_ranks: int) -> None:
-    began = time.perf_counter()
-    graph = ring_all_reduce(num_ranks, SIZE_BYTES)
-    build_s = time.perf_counter() - began
-    capacity = np.full(num_ranks, LINK_BPS)
-    walls = []
-    for _ in range(REPEATS):
+def best_of(fn, repeats: int = REPEATS):
+    walls, out = [], None
+    for _ in range(repeats):
         began = time.perf_counter()
-        timeline = run_graph(graph, capacity)
+        out = fn()
         walls.append(time.perf_counter() - began)
-    wall_s = min(walls)
+    return min(walls), out
+
+
+def bench(num_ranks: int) -> None:
+    build_s, graph = best_of(lambda: ring_all_reduce(num_ranks, SIZE_BYTES))
+    capacity = np.full(num_ranks, LINK_BPS)
+    python_s, slow = best_of(lambda: run_graph(graph, capacity, engine="python"), 1 if num_ranks > 256 else REPEATS)
+    compiled_s, fast = best_of(lambda: run_graph(graph, capacity, engine="compiled"))
+    same = np.array_equal(slow.end_s, fast.end_s) and np.array_equal(slow.start_s, fast.start_s)
     expected_s = ring_factor(Collective.ALL_REDUCE, num_ranks) * SIZE_BYTES / LINK_BPS  # ring, nccl-tests
     flows = graph.num_tasks
     print(
         f"ring all-reduce, {num_ranks:>5} GPUs: {flows:>9,} flows in "
-        f"{int(ring_steps(Collective.ALL_REDUCE, num_ranks)):>5} steps | "
-        f"build {build_s:6.3f} s | simulate {wall_s:6.3f} s (best of {REPEATS}; "
-        f"all {', '.join(f'{w:.3f}' for w in walls)}) | "
-        f"{2 * flows / wall_s / 1e6:5.2f} M flow events/s (start+end), "
-        f"{timeline.engine_events / wall_s / 1e3:6.1f} k heap events/s ({timeline.engine_events:,}) | "
-        f"simulated {timeline.makespan_s * 1e3:.6f} ms vs 2(n-1)/n*S/B {expected_s * 1e3:.6f} ms "
-        f"(rel err {abs(timeline.makespan_s / expected_s - 1):.1e})"
+        f"{int(ring_steps(Collective.ALL_REDUCE, num_ranks)):>5} steps | build {build_s:6.3f} s | simulate: "
+        f"python {python_s:6.3f} s, compiled {compiled_s:6.3f} s ({python_s / compiled_s:5.1f}x; timelines "
+        f"{'identical' if same else 'DIFFER'}) | build + simulate {build_s + compiled_s:6.3f} s | "
+        f"{fast.engine_events / compiled_s / 1e3:8.1f} k heap events/s, {2 * flows / compiled_s / 1e6:5.1f} M flow "
+        f"starts+ends/s | simulated {fast.makespan_s * 1e3:.6f} ms vs 2(n-1)/n*S/B {expected_s * 1e3:.6f} ms "
+        f"(rel err {abs(fast.makespan_s / expected_s - 1):.1e})"
     )
 
 
+def alltoall(num_gpus: int, gpus_per_server: int = 8, seed: int = 0) -> None:
+    """The plain all-to-all's shape (a2a/timing.py): every ordered pair one flow over its sender's NIC out and its
+    receiver's NIC in, sizes skewed, ended together within 1e-3 of the elapsed time."""
+    rng = np.random.default_rng(seed)
+    src, dst = np.nonzero(~np.eye(num_gpus, dtype=bool))
+    src, dst = src[src // gpus_per_server != dst // gpus_per_server], dst[src // gpus_per_server != dst // gpus_per_server]
+    sizes = rng.zipf(1.8, src.size).clip(max=1000) * 1e5
+    links = np.stack([src, num_gpus + dst], axis=1).ravel()
+    zero = np.zeros(src.size, dtype=np.int64)
+    graph = TaskGraph(kind=np.full(src.size, TaskKind.TRANSFER, dtype=np.int8), stream=zero - 1,
+                      duration_s=np.zeros(src.size), size_bytes=sizes,
+                      link_indptr=np.arange(0, 2 * src.size + 1, 2), link_ids=links,
+                      dep_indptr=np.zeros(src.size + 1, dtype=np.int64), dep_ids=zero[:0])
+    wall_s, tl = best_of(lambda: run_graph(graph, np.full(2 * num_gpus, LINK_BPS), engine="compiled", finish_rtol=1e-3), 1)
+    print(f"plain all-to-all, {num_gpus:>4} GPUs: {src.size:>8,} flows (Zipf sizes), finish_rtol 1e-3 | compiled "
+          f"{wall_s:6.2f} s, {tl.engine_events:,} events, simulated {tl.makespan_s * 1e3:.3f} ms")
+
+
 if __name__ == "__main__":
+    run_graph(ring_all_reduce(4, 1.0), np.ones(4), engine="compiled")  # load (or compile) the engine first
     for n in [int(arg) for arg in sys.argv[1:]] or [64, 256, 1024]:
         bench(n)
+    for n in (128, 256):  # 512 GPUs (64 x 8): benchmarks/bench_a2a.py times moe there
+        alltoall(n)
