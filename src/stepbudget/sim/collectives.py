@@ -34,23 +34,23 @@ def ring_all_reduce(num_ranks: int, size_bytes: float) -> TaskGraph:
     n = int(num_ranks)
     num_steps = int(ring_steps(Collective.ALL_REDUCE, n))  # n-1 reduce-scatter steps + n-1 all-gather steps
     num_tasks = num_steps * n
-    rank = np.tile(np.arange(n, dtype=np.int64), num_steps)
-    task = np.arange(num_tasks, dtype=np.int64)
-    later = task >= n  # every step after the first waits for two sends of the step before
-    received = task - n - rank + (rank - 1) % n  # step s-1, rank i-1 (mod n)
-    own = task - n  # step s-1, rank i
-    dep_ids = np.stack([received, own], axis=1)[later].ravel()
-    dep_indptr = np.zeros(num_tasks + 1, dtype=np.int64)
-    np.cumsum(np.where(later, 2, 0), out=dep_indptr[1:])
+    rank = np.arange(n, dtype=np.int64)
+    before = np.arange(num_steps - 1, dtype=np.int64)[:, None] * n  # first task of step s-1, for steps s >= 1
+    deps = np.empty((num_steps - 1, n, 2), dtype=np.int64)  # every step after the first waits for two sends:
+    np.add(before, (rank - 1) % n, out=deps[..., 0])  # step s-1, rank i-1 (mod n): the chunk it receives
+    np.add(before, rank, out=deps[..., 1])  # step s-1, rank i: its own previous send
+    dep_indptr = np.arange(-n, num_tasks - n + 1, dtype=np.int64)  # task t has 2 deps from t = n on
+    np.maximum(dep_indptr, 0, out=dep_indptr)
+    dep_indptr *= 2
     return TaskGraph(
         kind=np.full(num_tasks, TaskKind.TRANSFER, dtype=np.int8),
         stream=np.full(num_tasks, -1, dtype=np.int64),
         duration_s=np.zeros(num_tasks),
         size_bytes=np.full(num_tasks, size_bytes / n),  # one chunk: S/n
         link_indptr=np.arange(num_tasks + 1, dtype=np.int64),
-        link_ids=rank,
+        link_ids=np.broadcast_to(rank, (num_steps, n)).ravel(),  # rank i sends on link i in every step
         dep_indptr=dep_indptr,
-        dep_ids=dep_ids,
+        dep_ids=deps.ravel(),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from stepbudget.maxmin import flows_to_csr
 
@@ -77,7 +78,10 @@ _DTYPES = {
 }
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
+def _frozen(value: object, dtype: DTypeLike) -> np.ndarray:
+    """``value`` as a read-only C-ordered array of ``dtype``: copied only when it is not one already (a view
+    otherwise, so that a million-task graph is not copied field by field)."""
+    array = np.asarray(value, dtype=dtype, order="C").view()
     array.setflags(write=False)
     return array
 
@@ -88,7 +92,8 @@ class TaskGraph:
 
     Dependencies and links are CSR pairs: task ``i`` depends on
     ``dep_ids[dep_indptr[i]:dep_indptr[i + 1]]`` and crosses
-    ``link_ids[link_indptr[i]:link_indptr[i + 1]]``.
+    ``link_ids[link_indptr[i]:link_indptr[i + 1]]``. An array already of its field's dtype is
+    not copied: the graph holds a read-only view of it, so do not write to it afterwards.
     """
 
     kind: np.ndarray
@@ -114,41 +119,61 @@ class TaskGraph:
         for field, dtype in _DTYPES.items():
             value = getattr(self, field)
             if value is not None:
-                object.__setattr__(self, field, _frozen(np.array(value, dtype=dtype)))
+                object.__setattr__(self, field, _frozen(value, dtype))
         self._validate()
 
     def _validate(self) -> None:
-        kind, num_tasks = self.kind, self.kind.size
+        """Every rule over whole arrays (no Python per task); the tasks named only when one is broken."""
+        num_tasks = self.kind.size
         for field in ("stream", "duration_s", "size_bytes"):
             if getattr(self, field).shape != (num_tasks,):
                 raise ValueError(f"{field} has shape {getattr(self, field).shape}, "
                                  f"expected ({num_tasks},): one entry per task")
         if self.names is not None and self.names.shape != (num_tasks,):
             raise ValueError(f"names has shape {self.names.shape}, expected ({num_tasks},)")
+        counts = {}
         for pointer, data in (("link_indptr", "link_ids"), ("dep_indptr", "dep_ids")):
             indptr, ids = getattr(self, pointer), getattr(self, data)
+            if indptr.shape == (num_tasks + 1,):
+                counts[data] = np.diff(indptr)  # entries per task
             if (indptr.shape != (num_tasks + 1,) or indptr[0] != 0 or indptr[-1] != ids.size
-                    or np.any(np.diff(indptr) < 0)):
+                    or counts[data].min(initial=0) < 0):
                 raise ValueError(f"{pointer} must be non-decreasing, of length {num_tasks + 1}, "
                                  f"from 0 to len({data}) = {ids.size}")
-        if np.any((kind < 0) | (kind > 2)):
+        self._validate_kinds(counts["link_ids"])
+        self._validate_deps(counts["dep_ids"])
+
+    def _validate_kinds(self, num_links: np.ndarray) -> None:
+        kind = self.kind
+        if kind.size and (kind.min() < 0 or kind.max() > 2):
             raise ValueError("kind must hold TaskKind values 0 (COMPUTE), 1 (TRANSFER), 2 (JOIN)")
         is_compute, is_transfer = kind == TaskKind.COMPUTE, kind == TaskKind.TRANSFER
-        bad = is_compute & ((self.stream < 0) | ~(self.duration_s >= 0) | ~np.isfinite(self.duration_s))
-        _reject(bad, self, "compute tasks need stream >= 0 and a finite duration_s >= 0")
-        num_links = np.diff(self.link_indptr)
-        bad = is_transfer & (~(self.size_bytes >= 0) | ~np.isfinite(self.size_bytes) | (num_links == 0))
-        _reject(bad, self, "transfers need finite size_bytes >= 0 and at least one link "
-                           "(use a join for a local no-op)")
-        _reject(~is_transfer & (num_links > 0), self, "only transfers cross links")
+        if is_compute.any():  # (x >= 0) & (x < inf) is a finite x >= 0: NaN fails both comparisons
+            d = self.duration_s
+            bad = is_compute & ~((self.stream >= 0) & (d >= 0) & (d < np.inf))
+            _reject(bad, self, "compute tasks need stream >= 0 and a finite duration_s >= 0")
+        if is_transfer.any():
+            b = self.size_bytes
+            bad = is_transfer & ~((b >= 0) & (b < np.inf) & (num_links > 0))
+            _reject(bad, self, "transfers need finite size_bytes >= 0 and at least one link "
+                               "(use a join for a local no-op)")
+        if not is_transfer.all():  # transfers may cross links; the rest must not
+            _reject(~is_transfer & (num_links > 0), self, "only transfers cross links")
         if self.link_ids.size and self.link_ids.min() < 0:
             raise ValueError("link_ids must be >= 0")
-        dep_owner = np.repeat(np.arange(num_tasks), np.diff(self.dep_indptr))
-        bad_dep = (self.dep_ids < 0) | (self.dep_ids >= num_tasks) | (self.dep_ids == dep_owner)
-        if np.any(bad_dep):
-            owner = np.zeros(num_tasks, dtype=bool)
-            owner[dep_owner[bad_dep]] = True
-            _reject(owner, self, f"dependencies must be other task ids in [0, {num_tasks})")
+
+    def _validate_deps(self, num_deps: np.ndarray) -> None:
+        """Every dependency is another task: in range and not the task itself (whose owner each entry is)."""
+        num_tasks, dep_ids = self.kind.size, self.dep_ids
+        if not dep_ids.size:
+            return
+        dep_owner = np.repeat(np.arange(num_tasks), num_deps)
+        if dep_ids.min() >= 0 and dep_ids.max() < num_tasks and not np.any(dep_ids == dep_owner):
+            return
+        bad_dep = (dep_ids < 0) | (dep_ids >= num_tasks) | (dep_ids == dep_owner)
+        owner = np.zeros(num_tasks, dtype=bool)
+        owner[dep_owner[bad_dep]] = True
+        _reject(owner, self, f"dependencies must be other task ids in [0, {num_tasks})")
 
     @property
     def num_tasks(self) -> int:
