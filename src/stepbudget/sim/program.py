@@ -77,9 +77,9 @@ import numpy as np
 
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis
-from stepbudget.sim.graph import TaskGraph, compute, join
-from stepbudget.sim.sections import (_Builder, _closed_form_bubbles, _gather_deadlines, _reduce_buckets, _step_gathers,
-                                     _Walk, _walk_schedules)
+from stepbudget.sim.graph import TaskGraph
+from stepbudget.sim.sections import (_Builder, _Built, _chunk_passes, _closed_form_bubbles, _gather_deadlines,
+                                     _reduce_buckets, _step_gathers, _Walk)
 from stepbudget.sim.terms import MAX_TASKS, _ON_PATH, _budget_terms, _closed_form, _microbatches, _shape, _Shape
 
 _NONE = -1
@@ -135,16 +135,12 @@ def program_size(budget: Budget) -> int:
     return passes * (layers + (exposed > 0) + (len(hidden) + 1 if hidden else 0) + sends)
 
 
-def _program(b: _Builder, budget: Budget, shape: _Shape) -> StepProgram:
-    """The builder's tasks and labels as a ``StepProgram``; no stage or deadline becomes ``_NONE``."""
-    def numbered(xs: list[int | None]) -> np.ndarray:
-        return np.array([_NONE if x is None else x for x in xs])
-
+def _program(built: _Built, budget: Budget, shape: _Shape) -> StepProgram:
+    """The builder's tasks and labels as a ``StepProgram``; no stage or deadline is ``_NONE``."""
     return StepProgram(
-        graph=TaskGraph.from_tasks(b.tasks), capacity_Bps=np.array(b.capacity, dtype=float),
-        link_names=b.link_names, stream_names=[f"stage {s} compute" for s in range(shape.stages)],
-        dim=np.array(b.dim), role=np.array(b.role), stage=numbered(b.stage),
-        deadline=numbered(b.deadline), budget=budget, closed_form_bubble=shape.closed_form,
+        graph=built.graph, capacity_Bps=built.capacity_Bps, link_names=built.link_names,
+        stream_names=[f"stage {s} compute" for s in range(shape.stages)], dim=built.dim, role=built.role,
+        stage=built.stage, deadline=built.deadline, budget=budget, closed_form_bubble=shape.closed_form,
     )
 
 
@@ -163,14 +159,14 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     shape, terms = _shape(plan, budget), _budget_terms(budget)
     b, walk = _Builder(plan, contention), _Walk(shape.stages)
     gathers = _step_gathers(b, shape, terms)
-    if shape.closed_form:
-        _closed_form_bubbles(b, shape, terms, budget, walk)
-    last_compute = _walk_schedules(b, shape, terms, walk, gathers)
+    bubbles = _closed_form_bubbles(b, shape, terms, budget) if shape.closed_form else []
+    tasks = _chunk_passes(b, shape, terms, walk, bubbles, gathers)
+    last_compute = tasks.last_compute()
     finals = []
     for s in range(shape.stages):
-        buckets = _reduce_buckets(b, shape, terms, walk, s, last_compute[s]) if terms.reduce.total_s > 0 else []
-        finals.append(b.add(compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets]),
-                            "compute", "optimizer", s))
-    _gather_deadlines(b, walk, gathers)
-    b.add(join("step end", finals), "", "", None)
-    return _program(b, budget, shape)
+        buckets = _reduce_buckets(b, shape, terms, tasks, s, last_compute[s]) if terms.reduce.total_s > 0 else []
+        finals.append(b.compute(f"optimizer s{s}", s, float(plan.optimizer_s), [last_compute[s], *buckets],
+                                "compute", "optimizer", s))
+    _gather_deadlines(b, tasks, gathers)
+    b.join("step end", finals, None)
+    return _program(b.build(), budget, shape)

@@ -1,47 +1,119 @@
-"""The step's tasks, section by section: a builder that appends tasks and their labels, and one function per
-section of the step (the step's DP gathers, the closed-form bubbles, each chunk pass's exchanges, layers, end and
-send as the stages' schedules interleave, the DP reduce buckets, the gathers' deadlines).
+"""The step's tasks, section by section: a builder that gathers tasks and their labels column by column, and one
+function per section of the step (the step's DP gathers, the closed-form bubbles, every chunk pass as the stages'
+schedules interleave, the DP reduce buckets, the gathers' deadlines).
 
 The sections read the pipeline's shape and the budget's terms from sim/terms.py and append to one ``_Builder``;
-sim/program.py calls them in emission order, so every dependency is an earlier task.
+sim/program.py calls them in emission order, so every dependency is an earlier task. The small sections add their
+tasks one by one; the chunk passes, nearly all of a step's tasks, are emitted as one block of arrays: the walk over
+the schedules orders the passes (a Python loop per pass, not per task), and every pass of a direction then has the
+same tasks (its hidden exchanges, per-pass gather, layers, exposed exchange, join and send), filled in by array
+arithmetic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
+
+import numpy as np
 
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis
 from stepbudget.plan.derive import Plan
-from stepbudget.sim.graph import Task, compute, join, transfer
+from stepbudget.sim.graph import TaskGraph, TaskKind
 from stepbudget.sim.terms import _BudgetTerms, _order, _Pass, _Shape
 
+_NONE = -1
+"""No task (a missing dependency, stage or deadline), no link."""
 
-# -- the builder: tasks in emission order, what each stands for, and the links they cross ----------------------------
 
-class _Builder:
-    """Appends tasks and their labels; a link is made on first use: per stage, one for each kind of traffic,
-    and with contention the NIC ones are one link."""
+# -- the builder: tasks in emission order, column by column, and the links they cross ---------------------------------
 
-    def __init__(self, plan: Plan, contention: bool) -> None:
-        self.tasks: list[Task] = []
+@dataclass(frozen=True)
+class _Block:
+    """Consecutive tasks as arrays, one entry per task: what ``_Builder`` joins into the graph. ``link`` is the
+    builder's key of the one link a transfer crosses (``_NONE`` for other tasks); ``dep_ids`` holds
+    ``dep_count[i]`` entries per task, in task order."""
+
+    kind: np.ndarray
+    stream: np.ndarray
+    duration_s: np.ndarray
+    size_bytes: np.ndarray
+    link: np.ndarray
+    dep_count: np.ndarray
+    dep_ids: np.ndarray
+    name: np.ndarray
+    dim: np.ndarray
+    role: np.ndarray
+    stage: np.ndarray
+    deadline: np.ndarray
+
+
+class _Rows:
+    """Tasks added one at a time, as lists, until the builder turns them into a ``_Block``."""
+
+    def __init__(self) -> None:
+        self.kind: list[int] = []
+        self.stream: list[int] = []
+        self.duration_s: list[float] = []
+        self.size_bytes: list[float] = []
+        self.link: list[int] = []
+        self.dep_count: list[int] = []
+        self.dep_ids: list[int] = []
+        self.name: list[str] = []
         self.dim: list[str] = []
         self.role: list[str] = []
-        self.stage: list[int | None] = []
-        self.deadline: list[int | None] = []
-        self.link_names: list[str] = []
-        self.capacity: list[float] = []
+        self.stage: list[int] = []
+        self.deadline: list[int] = []
+
+    def block(self) -> _Block:
+        def ints(xs: list[int]) -> np.ndarray:
+            return np.array(xs, dtype=np.int64)
+
+        return _Block(
+            kind=np.array(self.kind, dtype=np.int8), stream=ints(self.stream),
+            duration_s=np.array(self.duration_s, dtype=np.float64), size_bytes=np.array(self.size_bytes, dtype=np.float64),
+            link=ints(self.link), dep_count=ints(self.dep_count), dep_ids=ints(self.dep_ids),
+            name=np.array(self.name, dtype=str), dim=np.array(self.dim, dtype=str), role=np.array(self.role, dtype=str),
+            stage=ints(self.stage), deadline=ints(self.deadline),
+        )
+
+
+def _tight(text: np.ndarray) -> np.ndarray:
+    """Strings at the width ``np.array`` of them would take: their longest (at least 1)."""
+    width = max(1, int(np.strings.str_len(text).max(initial=0)))
+    return text.astype(f"<U{width}", copy=False)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """The builder's tasks as a graph, with per-task labels and the links in the order they were first used."""
+
+    graph: TaskGraph
+    capacity_Bps: np.ndarray
+    link_names: list[str]
+    dim: np.ndarray
+    role: np.ndarray
+    stage: np.ndarray
+    deadline: np.ndarray
+
+
+class _Builder:
+    """Appends tasks and their labels, one by one (``add``) or as a block of arrays (``block``); a link is named on
+    first use: per stage, one for each kind of traffic, and with contention the NIC ones are one link. Link ids
+    are given in the order the tasks first cross them."""
+
+    def __init__(self, plan: Plan, contention: bool) -> None:
+        self.num_tasks = 0
+        self._blocks: list[_Block] = []
+        self._rows = _Rows()
+        self._due: dict[int, int] = {}
+        self._link_keys: dict[str, int] = {}
+        self._link_names: list[str] = []
+        self._link_rates: list[float] = []
         self._contention = contention
         self._nvlink_Bps, self._nic_Bps = float(plan.nvlink_Bps), float(plan.nic_Bps)
-
-    def add(self, task: Task, dim: str, role: str, stage: int | None, deadline: int | None = None) -> int:
-        self.tasks.append(task)
-        self.dim.append(dim)
-        self.role.append(role)
-        self.stage.append(stage)
-        self.deadline.append(deadline)
-        return len(self.tasks) - 1
 
     def link(self, s: int, what: str, over_nic: bool) -> int:
         """Stage ``s``'s link for ``what`` traffic; with contention, all of a stage's NIC traffic shares one."""
@@ -50,36 +122,108 @@ class _Builder:
         else:
             name = f"stage {s} {what} ({'NIC' if over_nic else 'NVLink'})"
             rate = self._nic_Bps if over_nic else self._nvlink_Bps
-        if name not in self.link_names:
-            self.link_names.append(name)
-            self.capacity.append(rate)
-        return self.link_names.index(name)
+        if name not in self._link_keys:
+            self._link_keys[name] = len(self._link_names)
+            self._link_names.append(name)
+            self._link_rates.append(rate)
+        return self._link_keys[name]
+
+    def rate(self, link: int) -> float:
+        """The rate of the builder's link ``link``, bytes/s."""
+        return self._link_rates[link]
+
+    def add(self, kind: TaskKind, name: str, deps: Sequence[int], dim: str, role: str, stage: int | None,
+            deadline: int | None = None, *, stream: int = _NONE, duration_s: float = 0.0, size_bytes: float = 0.0,
+            link: int = _NONE) -> int:
+        r = self._rows
+        r.kind.append(kind)
+        r.stream.append(stream)
+        r.duration_s.append(duration_s)
+        r.size_bytes.append(size_bytes)
+        r.link.append(link)
+        r.dep_count.append(len(deps))
+        r.dep_ids.extend(deps)
+        r.name.append(name)
+        r.dim.append(dim)
+        r.role.append(role)
+        r.stage.append(_NONE if stage is None else stage)
+        r.deadline.append(_NONE if deadline is None else deadline)
+        self.num_tasks += 1
+        return self.num_tasks - 1
+
+    def compute(self, name: str, stream: int, duration_s: float, deps: Sequence[int], dim: str, role: str,
+                stage: int) -> int:
+        """A compute task of ``duration_s`` seconds on ``stream``."""
+        return self.add(TaskKind.COMPUTE, name, deps, dim, role, stage, stream=stream, duration_s=duration_s)
+
+    def join(self, name: str, deps: Sequence[int], stage: int | None) -> int:
+        """A zero-time barrier that finishes when all of ``deps`` have."""
+        return self.add(TaskKind.JOIN, name, deps, "", "", stage)
 
     def send(self, name: str, seconds: float, link: int, deps: Sequence[int], dim: str, role: str, stage: int,
              deadline: int | None = None) -> int:
         """A transfer that takes ``seconds`` on ``link`` alone: its bytes are the time at the link's rate."""
-        return self.add(transfer(name, seconds * self.capacity[link], [link], deps), dim, role, stage, deadline)
+        return self.add(TaskKind.TRANSFER, name, deps, dim, role, stage, deadline,
+                        size_bytes=seconds * self._link_rates[link], link=link)
+
+    def block(self, block: _Block) -> None:
+        """Append a block of tasks (its dependencies already task ids of the graph)."""
+        self._flush()
+        self._blocks.append(block)
+        self.num_tasks += block.kind.size
+
+    def set_deadline(self, task: int, due: int) -> None:
+        """Give ``task`` a deadline unless it has one."""
+        self._due.setdefault(task, due)
+
+    def has_deadline(self, task: int) -> bool:
+        return task in self._due
+
+    def _flush(self) -> None:
+        if self._rows.kind:
+            self._blocks.append(self._rows.block())
+            self._rows = _Rows()
+
+    def build(self) -> _Built:
+        """The graph: blocks joined, links renumbered by first use, the deadlines set after the fact applied."""
+        self._flush()
+
+        def joined(field: str) -> np.ndarray:
+            return np.concatenate([getattr(block, field) for block in self._blocks])
+
+        link = joined("link")
+        crossing = link[link != _NONE]
+        used, first = np.unique(crossing, return_index=True)
+        order = used[np.argsort(first)]  # the builder's keys in the order tasks first cross them
+        renumber = np.full(len(self._link_names), _NONE, dtype=np.int64)
+        renumber[order] = np.arange(order.size)
+        link_indptr = np.zeros(link.size + 1, dtype=np.int64)
+        np.cumsum(link != _NONE, out=link_indptr[1:])
+        dep_indptr = np.zeros(link.size + 1, dtype=np.int64)
+        np.cumsum(joined("dep_count"), out=dep_indptr[1:])
+        deadline = joined("deadline")
+        if self._due:
+            deadline[np.fromiter(self._due.keys(), dtype=np.int64)] = np.fromiter(self._due.values(), dtype=np.int64)
+        graph = TaskGraph(
+            kind=joined("kind"), stream=joined("stream"), duration_s=joined("duration_s"),
+            size_bytes=joined("size_bytes"), link_indptr=link_indptr, link_ids=renumber[crossing],
+            dep_indptr=dep_indptr, dep_ids=joined("dep_ids"), names=_tight(joined("name")),
+        )
+        return _Built(graph=graph, capacity_Bps=np.array([self._link_rates[k] for k in order], dtype=float),
+                      link_names=[self._link_names[k] for k in order], dim=_tight(joined("dim")),
+                      role=_tight(joined("role")), stage=joined("stage"), deadline=deadline)
 
 
 class _Walk:
-    """Where the walk over the stages' schedules stands: what each stage emitted last, and the tasks later
-    passes (and the DP buckets after the walk) wait for."""
+    """Where the walk over the stages' schedules stands: the passes emitted so far, by what later passes look
+    them up by. Values are pass numbers in emission order."""
 
     def __init__(self, p: int) -> None:
-        none: list[int | None] = [None] * p
-        self.prev_end = list(none)
-        """Per stage: the end of its previous pass (its bubble, in closed form), which the next one follows."""
-        self.last_compute = list(none)
-        self.pass_start = list(none)
-        """Per stage: the first layer of its latest pass, from which the next pass's gather is prefetched."""
-        self.pass_gather = list(none)
-        """Per stage: its latest per-pass gather (resharded DP), which the next queues behind."""
+        self.stages = p
         self.passes_done: dict[tuple[str, int, int, int], int] = {}
-        """(pass, micro-batch, chunk, stage) -> the pass's last task."""
+        """(pass, micro-batch, chunk, stage) -> the pass."""
         self.sends: dict[tuple[str, int, int], int] = {}
-        """(pass, micro-batch, virtual stage) -> what the next virtual stage receives: the send, or the pass end."""
-        self.layer_tasks: dict[tuple[str, int, int, int, int], int] = {}
-        """(pass, micro-batch, chunk, layer, stage) -> the layer's compute task."""
+        """(pass, micro-batch, virtual stage) -> the pass whose send (or end) the next virtual stage receives."""
 
 
 class _Unsent(Enum):
@@ -113,15 +257,14 @@ def _step_gathers(b: _Builder, shape: _Shape, terms: _BudgetTerms) -> dict[tuple
     return gathers
 
 
-def _closed_form_bubbles(b: _Builder, shape: _Shape, terms: _BudgetTerms, budget: Budget, walk: _Walk) -> None:
-    """The budget's bubble (and PP's exposed time) as idle time at the start of every stage."""
+def _closed_form_bubbles(b: _Builder, shape: _Shape, terms: _BudgetTerms, budget: Budget) -> list[int]:
+    """The budget's bubble (and PP's exposed time) as idle time at the start of every stage: the tasks."""
     bubble = float(budget.bubble_s) + terms.pp_exposed_s
-    for s in range(shape.stages):
-        walk.prev_end[s] = b.add(compute(f"bubble s{s}", s, bubble), "idle", "bubble", s)
+    return [b.compute(f"bubble s{s}", s, bubble, [], "idle", "bubble", s) for s in range(shape.stages)]
 
 
 def _received(shape: _Shape, walk: _Walk, ps: _Pass) -> int | None | _Unsent:
-    """The task ``ps`` receives from the previous virtual stage: None if nothing, SENDER if not emitted yet."""
+    """The pass ``ps`` receives from the previous virtual stage: None if nothing, SENDER if not emitted yet."""
     if shape.closed_form:
         return None
     j, last = ps.virtual_stage(shape.stages), shape.stages * shape.chunks - 1
@@ -132,106 +275,26 @@ def _received(shape: _Shape, walk: _Walk, ps: _Pass) -> int | None | _Unsent:
     return walk.sends.get(("B", ps.mb, j + 1), _Unsent.SENDER)
 
 
-def _hidden_exchanges(b: _Builder, terms: _BudgetTerms, ps: _Pass, hidden: dict[Axis, float],
-                      deps: list[int]) -> list[int]:
-    """The pass's hidden TP, CP, EP time: transfers that start with it; their deadline is set at its end."""
-    side = []
-    for d, t in hidden.items():
-        if t > 0:
-            link = b.link(ps.s, d.value.upper(), terms.over_nic[d])
-            side.append(b.send(f"{d.value.upper()} hidden {ps.label}", t, link, deps, d.value, "hidden", ps.s))
-    return side
+@dataclass(frozen=True)
+class _Passes:
+    """Every chunk pass in emission order (arrays of shape ``(P,)``): what it is, the stage's pass before it and
+    the pass it receives from (-1: none)."""
+
+    forward: np.ndarray
+    mb: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    prev: np.ndarray
+    received: np.ndarray
 
 
-def _pass_gather(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, ps: _Pass) -> int:
-    """Resharded DP: the parameters gathered again before every pass, prefetched while the previous computes
-    (FSDP); it queues behind the stage's previous gather."""
-    s = ps.s
-    link = b.link(s, "DP", True)
-    seconds = terms.gather.total_s / (terms.gather.rounds * shape.chunks)
-    after = [t for t in (walk.pass_start[s], walk.pass_gather[s]) if t is not None]
-    gather = b.send(f"DP all-gather {ps.label}", seconds, link, after, "dp", "gather", s)
-    walk.pass_gather[s] = gather
-    return gather
-
-
-def _layers(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, ps: _Pass, deps: list[int],
-            extra_s: float, gathers: dict[tuple[int, int, int], int]) -> int:
-    """The pass's layer tasks (backward in reverse layer order); the first waits for ``deps``. Its last."""
-    s, lpc = ps.s, shape.layers_per_chunk
-    tasks: list[int] = []
-    for layer in (range(lpc) if ps.forward else reversed(range(lpc))):
-        layer_deps = [tasks[-1]] if tasks else list(deps)
-        if ps.forward and ps.mb == 0 and (s, ps.c, layer) in gathers:
-            layer_deps.append(gathers[(s, ps.c, layer)])
-        if terms.dp_not_overlapped and gathers and not tasks and walk.last_compute[s] is None:
-            # not overlapped: every bucket (the last one queues behind the rest) before any compute
-            layer_deps.append(gathers[(s, shape.chunks - 1, lpc - 1)])
-        dur = (shape.microbatch_s * ps.share / shape.chunks) / lpc + extra_s
-        tasks.append(b.add(compute(f"{ps.label} l{layer}", s, dur, layer_deps), "compute",
-                           "fwd" if ps.forward else "bwd", s))
-        walk.layer_tasks[(ps.kind, ps.mb, ps.c, layer, s)] = tasks[-1]
-    walk.pass_start[s] = tasks[0]  # the next pass's gather is prefetched from here
-    walk.last_compute[s] = tasks[-1]
-    return tasks[-1]
-
-
-def _pass_end(b: _Builder, shape: _Shape, terms: _BudgetTerms, ps: _Pass, last: int, side: list[int]) -> int:
-    """The pass's exposed TP, CP, EP time after its compute (one transfer, on the link of the dimension with the
-    most), and a join with its hidden transfers: the task the stage's next pass and the send wait for."""
-    end = last
-    blocking = sum(terms.exposed_s[d] for d in terms.exposed_s) * ps.share / shape.passes
-    if blocking > 0:
-        d_main = max(terms.exposed_s, key=lambda d: terms.exposed_s[d])
-        link = b.link(ps.s, d_main.value.upper(), terms.over_nic[d_main])
-        end = b.send(f"{d_main.value.upper()} exposed {ps.label}", blocking, link, [last], d_main.value, "exposed",
-                     ps.s)
-    if side:
-        end = b.add(join(f"pass end {ps.label}", [end, *side]), "", "", ps.s)
-    return end
-
-
-def _pp_send(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, ps: _Pass, end: int) -> None:
-    """The activation (forward) or gradient (backward) to the next virtual stage, on the sender's link."""
-    j = ps.virtual_stage(shape.stages)
-    target = j + 1 if ps.forward else j - 1
-    if not 0 <= target < shape.stages * shape.chunks:
-        return
-    if not shape.closed_form and terms.pp_call_s > 0:
-        link = b.link(ps.s, "PP", terms.pp_over_nic)
-        walk.sends[(ps.kind, ps.mb, j)] = b.send(f"PP send {ps.kind} m{ps.mb} v{j}->v{target}", terms.pp_call_s,
-                                                 link, [end], "pp", "send", ps.s)
-    else:
-        walk.sends[(ps.kind, ps.mb, j)] = end
-
-
-def _chunk_pass(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, ps: _Pass, received: int | None,
-                gathers: dict[tuple[int, int, int], int]) -> None:
-    """One chunk pass: its hidden exchanges, per-pass gather, layers, exposed exchange, join and send."""
-    s = ps.s
-    deps = [d for d in (walk.prev_end[s], received) if d is not None]
-    hidden = {d: terms.hidden_s[d] * ps.share / shape.passes for d in terms.hidden_s}
-    side = _hidden_exchanges(b, terms, ps, hidden, deps)
-    # SMs the hidden kernels hold: this pass's TP/CP/EP, and its share of the hidden DP and PP
-    extra = terms.sm_share * (sum(hidden.values()) + terms.behind_s * ps.share / shape.passes) / shape.layers_per_chunk
-    if terms.gather.rounds > 1 and terms.gather.total_s > 0:
-        deps.append(_pass_gather(b, shape, terms, walk, ps))
-    last = _layers(b, shape, terms, walk, ps, deps, extra, gathers)
-    for i in side:  # the hidden exchanges' deadline: the end of the pass they hide behind
-        b.deadline[i] = last
-    end = _pass_end(b, shape, terms, ps, last, side)
-    walk.passes_done[(ps.kind, ps.mb, ps.c, s)] = end
-    walk.prev_end[s] = end
-    _pp_send(b, shape, terms, walk, ps, end)
-
-
-def _walk_schedules(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk,
-                    gathers: dict[tuple[int, int, int], int]) -> list[int]:
+def _walk_schedules(shape: _Shape, walk: _Walk) -> _Passes:
     """Every stage's passes in schedule order. A pass needs its sender emitted first, so the stages' orders are
-    walked together, each stage up to a pass whose sender is not there yet. Each stage's last compute task."""
-    p = shape.stages
+    walked together, each stage up to a pass whose sender is not there yet."""
+    p, last_j = shape.stages, shape.stages * shape.chunks - 1
     orders = [_order(shape.schedule, p, s, shape.microbatches, shape.chunks) for s in range(p)]
-    pending = [0] * p
+    pending, latest = [0] * p, [_NONE] * p
+    rows: list[tuple[bool, int, int, int, int, int]] = []
     progress = True
     while progress:
         progress = False
@@ -243,26 +306,316 @@ def _walk_schedules(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk
                     break
                 progress = True
                 pending[s] += 1
-                _chunk_pass(b, shape, terms, walk, ps, received, gathers)
-    last_compute = [t for t in walk.last_compute if t is not None]
-    if any(pending[s] < len(orders[s]) for s in range(p)) or len(last_compute) < p:
+                i = len(rows)
+                rows.append((ps.forward, ps.mb, ps.c, s, latest[s], _NONE if received is None else received))
+                latest[s] = i
+                walk.passes_done[(ps.kind, ps.mb, ps.c, s)] = i
+                j = ps.virtual_stage(p)
+                if 0 <= (j + 1 if ps.forward else j - 1) <= last_j:
+                    walk.sends[(ps.kind, ps.mb, j)] = i
+    if any(pending[s] < len(orders[s]) for s in range(p)) or _NONE in latest:
         raise RuntimeError("pipeline schedule deadlocked while building the step graph")
-    return last_compute
+    forward, mb, c, s_, prev, received_ = (np.array(col) for col in zip(*rows))
+    return _Passes(forward=forward.astype(bool), mb=mb, c=c, s=s_, prev=prev, received=received_)
 
 
-def _bucket_ready(shape: _Shape, walk: _Walk, s: int, rounds: int, n: int) -> dict[tuple[int, int], int]:
+@dataclass(frozen=True)
+class _Direction:
+    """What every pass of one direction emits: its hidden exchanges (dimension, seconds), layer time and exposed
+    exchange time (0: none)."""
+
+    hidden: list[tuple[Axis, float]]
+    layer_s: float
+    exposed_s: float
+
+
+def _direction(shape: _Shape, terms: _BudgetTerms, ps: _Pass) -> _Direction:
+    """A forward or backward pass's times: its share of the budget's hidden and exposed TP, CP, EP time; its layers,
+    lengthened by the SMs the hidden kernels hold (this pass's TP/CP/EP, and its share of the hidden DP and PP)."""
+    hidden = {d: terms.hidden_s[d] * ps.share / shape.passes for d in terms.hidden_s}
+    extra = terms.sm_share * (sum(hidden.values()) + terms.behind_s * ps.share / shape.passes) / shape.layers_per_chunk
+    layer_s = (shape.microbatch_s * ps.share / shape.chunks) / shape.layers_per_chunk + extra
+    blocking = sum(terms.exposed_s[d] for d in terms.exposed_s) * ps.share / shape.passes
+    return _Direction([(d, t) for d, t in hidden.items() if t > 0], layer_s, blocking)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each pass's tasks sit in the block of chunk passes (positions from the block's start, shape (P,)):
+    ``H`` hidden exchanges, ``G`` per-pass gather, ``L`` layers, ``X`` exposed exchange, ``J`` join, ``S`` send."""
+
+    H: np.ndarray
+    G: int
+    L: int
+    X: np.ndarray
+    J: np.ndarray
+    S: np.ndarray
+    start: np.ndarray
+    first_layer: np.ndarray
+    """The first layer emitted: layer 0 forward, the last layer backward."""
+    last_layer: np.ndarray
+    end: np.ndarray
+    """What the stage's next pass (and the send) waits for: the join, the exposed exchange or the last layer."""
+    out: np.ndarray
+    """What the next virtual stage receives: the send, or the pass end."""
+
+    @property
+    def size(self) -> int:
+        return int(self.out[-1]) + 1
+
+
+def _layout(shape: _Shape, terms: _BudgetTerms, ps: _Passes, dirs: dict[bool, _Direction]) -> _Layout:
+    p, v, L = shape.stages, shape.chunks, shape.layers_per_chunk
+    H = np.where(ps.forward, len(dirs[True].hidden), len(dirs[False].hidden))
+    G = int(terms.gather.rounds > 1 and terms.gather.total_s > 0)
+    X = np.where(ps.forward, dirs[True].exposed_s > 0, dirs[False].exposed_s > 0).astype(np.int64)
+    J = (H > 0).astype(np.int64)
+    target = _target(ps, p)
+    sends = not shape.closed_form and terms.pp_call_s > 0
+    S = ((target >= 0) & (target < p * v) & sends).astype(np.int64)
+    size = H + G + L + X + J + S
+    start = np.cumsum(size) - size
+    first_layer = start + H + G
+    end = first_layer + L - 1 + X + J
+    return _Layout(H=H, G=G, L=L, X=X, J=J, S=S, start=start, first_layer=first_layer, last_layer=first_layer + L - 1,
+                   end=end, out=end + S)
+
+
+def _target(ps: _Passes, p: int) -> np.ndarray:
+    """The virtual stage each pass sends to: j + 1 forward, j - 1 backward (j = c p + s)."""
+    j = ps.c * p + ps.s
+    return np.where(ps.forward, j + 1, j - 1)
+
+
+@dataclass(frozen=True)
+class _PassTasks:
+    """Where each pass's tasks are, by task id: what the reduce buckets and the deadlines look up."""
+
+    passes: _Passes
+    first_layer: np.ndarray
+    """Shape (P,): the pass's first layer task (layer 0 forward, the last layer backward)."""
+    layers_per_chunk: int
+    walk: _Walk
+
+    def layer_task(self, kind: str, mb: int, c: int, layer: int, s: int) -> int:
+        """The compute task of ``layer`` in pass (kind, mb, c) of stage ``s``."""
+        i = self.walk.passes_done[(kind, mb, c, s)]
+        return int(self.first_layer[i]) + (layer if kind == "F" else self.layers_per_chunk - 1 - layer)
+
+    def last_compute(self) -> list[int]:
+        """Each stage's last compute task: the last layer of its last pass."""
+        last_pass = np.zeros(self.walk.stages, dtype=np.int64)
+        np.maximum.at(last_pass, self.passes.s, np.arange(self.passes.s.size))
+        return (self.first_layer[last_pass] + self.layers_per_chunk - 1).tolist()
+
+
+class _Columns:
+    """The chunk passes' tasks as arrays being filled: ``put`` writes one task of each of chosen passes, with its
+    dependencies as columns of task ids (-1: absent in that row)."""
+
+    def __init__(self, size: int, stage: np.ndarray) -> None:
+        self.kind = np.full(size, TaskKind.JOIN, dtype=np.int8)
+        self.stream = np.full(size, _NONE, dtype=np.int64)
+        self.duration_s = np.zeros(size)
+        self.size_bytes = np.zeros(size)
+        self.link = np.full(size, _NONE, dtype=np.int64)
+        self.name = np.zeros(size, dtype="<U1")
+        self.dim = np.zeros(size, dtype="<U7")  # the longest: "compute", "exposed"
+        self.role = np.zeros(size, dtype="<U7")
+        self.stage = stage
+        self.deadline = np.full(size, _NONE, dtype=np.int64)
+        self._deps: list[tuple[np.ndarray, list[np.ndarray]]] = []
+
+    def put(self, at: np.ndarray, kind: TaskKind, name: np.ndarray, dim: str, role: str | np.ndarray,
+            deps: list[np.ndarray]) -> None:
+        self.kind[at] = kind
+        if name.dtype.itemsize > self.name.dtype.itemsize:
+            self.name = self.name.astype(name.dtype)
+        self.name[at] = name
+        self.dim[at], self.role[at] = dim, role
+        self._deps.append((at, deps))
+
+    def transfer(self, at: np.ndarray, b: _Builder, link: np.ndarray, seconds: np.ndarray | float) -> None:
+        """Make the tasks at ``at`` transfers on the builder's links ``link``, taking ``seconds`` there alone."""
+        self.link[at] = link
+        self.size_bytes[at] = seconds * np.array([b.rate(k) for k in range(int(link.max()) + 1)])[link]
+
+    def block(self) -> _Block:
+        """The tasks, each one's present dependency columns in the order given."""
+        count = np.zeros(self.kind.size, dtype=np.int64)
+        for at, deps in self._deps:
+            for d in deps:
+                count[at] += d >= 0
+        begin = np.cumsum(count) - count
+        ids = np.empty(int(count.sum()), dtype=np.int64)
+        for at, deps in self._deps:
+            place = begin[at]
+            for d in deps:
+                present = d >= 0
+                ids[place[present]] = d[present]
+                place = place + present
+        return _Block(kind=self.kind, stream=self.stream, duration_s=self.duration_s, size_bytes=self.size_bytes,
+                      link=self.link, dep_count=count, dep_ids=ids, name=self.name, dim=self.dim, role=self.role,
+                      stage=self.stage, deadline=self.deadline)
+
+
+def _text(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers as decimal strings."""
+    return values.astype(f"<U{len(str(int(values.max(initial=0))))}")
+
+
+def _join_text(*parts: str | np.ndarray) -> np.ndarray:
+    out = np.asarray(parts[0])
+    for part in parts[1:]:
+        out = np.strings.add(out, part)
+    return out
+
+
+def _stage_links(b: _Builder, p: int, what: str, over_nic: bool) -> np.ndarray:
+    """Shape (p,): each stage's link for ``what`` traffic (the builder's keys)."""
+    return np.array([b.link(s, what, over_nic) for s in range(p)], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _PassBlock:
+    """What the section functions of the chunk passes share: the passes, their layout and labels, and the
+    dependencies every pass starts from (the stage's previous pass end, what it receives), as task ids."""
+
+    shape: _Shape
+    terms: _BudgetTerms
+    ps: _Passes
+    dirs: dict[bool, _Direction]
+    lay: _Layout
+    base: int
+    label: np.ndarray
+    starts_after: list[np.ndarray]
+
+
+def _chunk_passes(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, bubbles: list[int],
+                  gathers: dict[tuple[int, int, int], int]) -> _PassTasks:
+    """Every chunk pass, in the walk's order, as one block: its hidden exchanges, per-pass gather, layers, exposed
+    exchange, join and send (the functions below, one per kind of task)."""
+    ps = _walk_schedules(shape, walk)
+    dirs = {True: _direction(shape, terms, _Pass("F", 0, 0, 0)), False: _direction(shape, terms, _Pass("B", 0, 0, 0))}
+    lay, base = _layout(shape, terms, ps, dirs), b.num_tasks
+    first = np.asarray(bubbles, dtype=np.int64)[ps.s] if bubbles else np.full(ps.s.size, _NONE)
+    prev_end = np.where(ps.prev >= 0, lay.end[ps.prev] + base, first)  # the stage's previous pass, or its bubble
+    received = np.where(ps.received >= 0, lay.out[ps.received] + base, _NONE)
+    label = _join_text(np.where(ps.forward, "F s", "B s"), _text(ps.s), " m", _text(ps.mb), " c", _text(ps.c))
+    x = _PassBlock(shape, terms, ps, dirs, lay, base, label, [prev_end, received])
+    cols = _Columns(lay.size, np.repeat(ps.s, lay.out - lay.start + 1))
+    _hidden_exchanges(b, x, cols)
+    gather = _pass_gathers(b, x, cols)
+    _layers(x, cols, gather, gathers)
+    _pass_ends(b, x, cols)
+    _pp_sends(b, x, cols)
+    b.block(cols.block())
+    return _PassTasks(passes=ps, first_layer=lay.first_layer + base, layers_per_chunk=lay.L, walk=walk)
+
+
+def _hidden_exchanges(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
+    """The pass's hidden TP, CP, EP time: transfers that start with it, due at its last layer."""
+    for forward, direction in x.dirs.items():
+        rows = np.flatnonzero(x.ps.forward == forward)
+        for k, (d, t) in enumerate(direction.hidden):
+            at = x.lay.start[rows] + k
+            cols.put(at, TaskKind.TRANSFER, np.strings.add(f"{d.value.upper()} hidden ", x.label[rows]), d.value,
+                     "hidden", [dep[rows] for dep in x.starts_after])
+            cols.transfer(at, b, _stage_links(b, x.shape.stages, d.value.upper(), x.terms.over_nic[d])[x.ps.s[rows]], t)
+            cols.deadline[at] = x.lay.last_layer[rows] + x.base
+
+
+def _pass_gathers(b: _Builder, x: _PassBlock, cols: _Columns) -> np.ndarray:
+    """Resharded DP: the parameters gathered again before every pass, prefetched while the previous computes
+    (FSDP); it queues behind the stage's previous gather. Each pass's gather task (-1: none)."""
+    if not x.lay.G:
+        return np.full(x.ps.s.size, _NONE)
+    at, prev = x.lay.start + x.lay.H, x.ps.prev
+    gather = at + x.base
+    after = [np.where(prev >= 0, x.lay.first_layer[prev] + x.base, _NONE), np.where(prev >= 0, gather[prev], _NONE)]
+    cols.put(at, TaskKind.TRANSFER, np.strings.add("DP all-gather ", x.label), "dp", "gather", after)
+    seconds = x.terms.gather.total_s / (x.terms.gather.rounds * x.shape.chunks)
+    cols.transfer(at, b, _stage_links(b, x.shape.stages, "DP", True)[x.ps.s], seconds)
+    return gather
+
+
+def _layers(x: _PassBlock, cols: _Columns, gather: np.ndarray, gathers: dict[tuple[int, int, int], int]) -> None:
+    """The pass's layer tasks (backward in reverse layer order): the first waits for the pass's start, each next
+    for the one before; a micro-batch 0 forward layer for its step gather, and with DP not overlapped the
+    stage's first layer for every bucket (the last one queues behind the rest)."""
+    ps, L, shape = x.ps, x.lay.L, x.shape
+    table = np.full((shape.stages, shape.chunks, L), _NONE, dtype=np.int64)
+    for (s, c, layer), g in gathers.items():
+        table[s, c, layer] = g
+    gathered = ps.forward & (ps.mb == 0)
+    not_overlapped = x.terms.dp_not_overlapped and bool(gathers)
+    role = np.where(ps.forward, "fwd", "bwd")
+    duration = np.where(ps.forward, x.dirs[True].layer_s, x.dirs[False].layer_s)
+    for e in range(L):
+        layer_of = np.where(ps.forward, e, L - 1 - e)
+        step_gather = np.where(gathered, table[ps.s, ps.c, layer_of], _NONE)
+        if e == 0:
+            deps = [*x.starts_after, gather, step_gather]
+            if not_overlapped:
+                deps.append(np.where(ps.prev < 0, table[ps.s, shape.chunks - 1, L - 1], _NONE))
+        else:
+            deps = [x.lay.first_layer + e - 1 + x.base, step_gather]
+        at = x.lay.first_layer + e
+        cols.put(at, TaskKind.COMPUTE, _join_text(x.label, " l", _text(layer_of)), "compute", role, deps)
+        cols.stream[at] = ps.s
+        cols.duration_s[at] = duration
+
+
+def _pass_ends(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
+    """The pass's exposed TP, CP, EP time after its compute (one transfer, on the link of the dimension with the
+    most), and a join with its hidden transfers: the task the stage's next pass and the send wait for."""
+    lay, ps = x.lay, x.ps
+    end = lay.last_layer + x.base
+    if lay.X.any():
+        d_main = max(x.terms.exposed_s, key=lambda d: x.terms.exposed_s[d])
+        rows = np.flatnonzero(lay.X)
+        at = lay.last_layer[rows] + 1
+        cols.put(at, TaskKind.TRANSFER, np.strings.add(f"{d_main.value.upper()} exposed ", x.label[rows]),
+                 d_main.value, "exposed", [end[rows]])
+        seconds = np.where(ps.forward[rows], x.dirs[True].exposed_s, x.dirs[False].exposed_s)
+        links = _stage_links(b, x.shape.stages, d_main.value.upper(), x.terms.over_nic[d_main])
+        cols.transfer(at, b, links[ps.s[rows]], seconds)
+        end = end + lay.X
+    if lay.J.any():
+        rows = np.flatnonzero(lay.J)
+        hidden = [np.where(lay.H[rows] > k, lay.start[rows] + k + x.base, _NONE) for k in range(int(lay.H.max()))]
+        cols.put(lay.end[rows], TaskKind.JOIN, np.strings.add("pass end ", x.label[rows]), "", "",
+                 [end[rows], *hidden])
+
+
+def _pp_sends(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
+    """The activation (forward) or gradient (backward) to the next virtual stage, on the sender's link."""
+    lay, ps = x.lay, x.ps
+    if not lay.S.any():
+        return
+    rows = np.flatnonzero(lay.S)
+    j, target = ps.c[rows] * x.shape.stages + ps.s[rows], _target(ps, x.shape.stages)[rows]
+    name = _join_text(np.where(ps.forward[rows], "PP send F m", "PP send B m"), _text(ps.mb[rows]), " v", _text(j),
+                      "->v", _text(target))
+    cols.put(lay.out[rows], TaskKind.TRANSFER, name, "pp", "send", [lay.end[rows] + x.base])
+    cols.transfer(lay.out[rows], b, _stage_links(b, x.shape.stages, "PP", x.terms.pp_over_nic)[ps.s[rows]],
+                  x.terms.pp_call_s)
+
+
+def _bucket_ready(shape: _Shape, tasks: _PassTasks, s: int, rounds: int, n: int) -> dict[tuple[int, int], int]:
     """(micro-batch, bucket) -> the last backward task of its layers, for the last ``rounds`` micro-batches."""
     m = shape.microbatches
     ready: dict[tuple[int, int], int] = {}
     for mb in range(m - rounds, m):
         for c in range(shape.chunks):
             for layer in range(shape.layers_per_chunk):
-                key, t = (mb, shape.bucket(c, layer, n)), walk.layer_tasks[("B", mb, c, layer, s)]
+                key, t = (mb, shape.bucket(c, layer, n)), tasks.layer_task("B", mb, c, layer, s)
                 ready[key] = max(ready[key], t) if key in ready else t
     return ready
 
 
-def _reduce_buckets(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, s: int, last_compute: int) -> list[int]:
+def _reduce_buckets(b: _Builder, shape: _Shape, terms: _BudgetTerms, tasks: _PassTasks, s: int,
+                    last_compute: int) -> list[int]:
     """DP reduce-scatter / all-reduce buckets of stage ``s``: each after the last backward of its layers (sharded:
     one per layer after every backward), queued on one link; HSDP's sums across replicas after the last round."""
     m, work = shape.microbatches, terms.reduce
@@ -270,7 +623,7 @@ def _reduce_buckets(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk
     rounds = m if work.rounds > 1 else 1
     n = shape.slots if rounds > 1 else work.buckets(shape.slots)
     per_bucket = work.total_s / (rounds * n)
-    ready = _bucket_ready(shape, walk, s, rounds, n)
+    ready = _bucket_ready(shape, tasks, s, rounds, n)
     last_round = sum(1 for mb, _ in ready if mb == m - 1)
     buckets: list[int] = []
     replica_sums: list[int] = []
@@ -288,8 +641,8 @@ def _reduce_buckets(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk
     return buckets + replica_sums
 
 
-def _gather_deadlines(b: _Builder, walk: _Walk, gathers: dict[tuple[int, int, int], int]) -> None:
+def _gather_deadlines(b: _Builder, tasks: _PassTasks, gathers: dict[tuple[int, int, int], int]) -> None:
     """A step's gather bucket is due at the first forward layer it holds (layers in order: the first one seen)."""
     for (s, c, layer), g in gathers.items():
-        if b.deadline[g] is None:
-            b.deadline[g] = walk.layer_tasks[("F", 0, c, layer, s)]
+        if not b.has_deadline(g):
+            b.set_deadline(g, tasks.layer_task("F", 0, c, layer, s))
