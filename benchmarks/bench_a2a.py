@@ -7,12 +7,12 @@ fast_schedule's host time and stage counts are benchmarks/bench_schedule.py's.
 1. Plain (all pairs at once, max-min fair) vs FAST completion time; FAST §5 reports 1.2-1.3x on
    Zipf 0.8 and parity on balanced loads (4 servers x 8 H200, 400 Gb/s NIC per GPU). The staged
    pipeline's own ratio is shown beside what is sent (plain where staging is not faster).
-2. The plain all-to-all two ways in the same run: the fluid simulator (``plain_alltoall_s``, numpy
-   max-min per re-rating) and the simulator's engine (``_engine_plain_alltoall_s``): time, relative
-   difference and wall time side by side.
+2. The plain all-to-all two ways in the same run: the fluid simulator it had before issue 21
+   (``_fluid_plain_alltoall_s``, numpy max-min per re-rating) and the simulator's engine
+   (``plain_alltoall_s``): time, relative difference and wall time side by side.
 3. Wall time of the whole ``moe`` report (api.moe, DeepSeek-V3) at 32 x 8, 64 x 8 and 128 x 8 GPUs.
    Pass ``--old-up-to N`` / ``--new-up-to N`` to time the fluid path / the engine up to N servers of 8
-   in section 2 (defaults 32 and 128; 64 x 8 takes the fluid path 100-180 s on 2 cores).
+   in section 2 (defaults 32 and 64; 64 x 8 takes the fluid path 100-180 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from stepbudget.a2a import alltoall_times, gpu_traffic_matrix, plain_alltoall_s
-from stepbudget.a2a.timing import _engine_plain_alltoall_s
+from stepbudget.a2a.timing import _fluid_plain_alltoall_s
 
 TOKENS = 4096  # per GPU per MoE layer
 HIDDEN = 7168  # DeepSeek-V3 hidden size
@@ -71,14 +71,14 @@ def plain_two_ways(old_up_to: int, new_up_to: int) -> None:
             repeat = 3 if servers <= 16 else 1
             line = f"  {servers:>3} x {G}, {label:<8} top-8:"
             if servers <= new_up_to:
-                new_s, new = wall_s(lambda: _engine_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                new_s, new = wall_s(lambda: plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
                 line += f" engine {new * 1e3:9.5f} ms in {new_s:7.2f} s"
             if servers <= min(old_up_to, new_up_to):
-                old_s, old = wall_s(lambda: plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                old_s, old = wall_s(lambda: _fluid_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
                 line += (f" | fluid {old * 1e3:9.5f} ms in {old_s:7.2f} s | engine/fluid {new / old - 1:+.2e} "
                          f"in time, {old_s / new_s:5.1f}x faster")
             elif servers <= old_up_to:
-                old_s, old = wall_s(lambda: plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                old_s, old = wall_s(lambda: _fluid_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
                 line += f" fluid {old * 1e3:9.5f} ms in {old_s:7.2f} s"
             print(line, flush=True)
 
@@ -103,7 +103,7 @@ def moe_walls() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old-up-to", type=int, default=32, help="largest servers count the fluid path is timed at")
-    parser.add_argument("--new-up-to", type=int, default=128, help="largest servers count the engine is timed at")
+    parser.add_argument("--new-up-to", type=int, default=64, help="largest servers count the engine is timed at")
     args = parser.parse_args()
     print(
         f"1. plain vs FAST (B_out {B_OUT / 1e9:.0f} GB/s, B_up {B_UP / 1e9:.0f} GB/s, "

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.maxmin import maxmin_rates_unchecked
-from stepbudget.sim.engine import Observer, SimEvent, run_graph
+from stepbudget.sim.engine import run_graph
 from stepbudget.sim.graph import TaskGraph, TaskKind
 
 from .routing import check_traffic_matrix, server_matrix
@@ -239,25 +239,16 @@ def _transfer_graph(sizes: np.ndarray, links: np.ndarray) -> TaskGraph:
                      dep_ids=np.empty(0, dtype=np.int64))
 
 
-def _counting(progress: Callable[[int, int], None] | None, before: int, total: int) -> Observer | None:
-    """An engine observer that tells ``progress`` how many of ``total`` flows have ended, or None."""
-    if progress is None:
-        return None
-    ended = [before]
-
-    def observe(time_s: float, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None) -> None:
-        if event == SimEvent.END:
-            ended[0] += tasks.size
-            progress(ended[0], total)
-
-    return observe
+_EXACT_RTOL = 1e-12
+"""Below _GROUP_MIN_FLOWS flows the engine ends together only the flows due at the same instant (its default)."""
 
 
 def _engine_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
     """Flows as root transfers of the simulator's engine (run_graph), max-min shared, re-shared as they end."""
     def finish(sizes, links, capacities, before, total) -> float:
-        observer = _counting(progress, before, total)
-        timeline = run_graph(_transfer_graph(sizes, links), capacities, observer=observer)  # DEV: finish_rtol
+        watch = None if progress is None else lambda ended, _: progress(before + ended, total)
+        rtol = PLAIN_FINISH_RTOL if sizes.size > _GROUP_MIN_FLOWS else _EXACT_RTOL
+        timeline = run_graph(_transfer_graph(sizes, links), capacities, finish_rtol=rtol, progress=watch)
         return float(timeline.end_s.max(initial=0.0))
 
     return finish
@@ -277,19 +268,21 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
                      progress: Callable[[int, int], None] | None = None) -> float:
     """Completion time (s) of an all-to-all that starts every pair at once (NCCL-like).
 
-    Every GPU pair is one fluid flow under max-min fair sharing of the NICs (B_out) and scale-up
-    ports (B_up), re-shared as flows end (:func:`fluid_finish_times`); plus one ``alpha_s``.
-    ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up domain's.
+    Every GPU pair is one root transfer of the simulator's engine (:func:`stepbudget.sim.engine.run_graph`),
+    sharing the NICs (B_out) and scale-up ports (B_up) max-min fairly, re-shared as transfers end; plus one
+    ``alpha_s``. Past _GROUP_MIN_FLOWS flows, those due within PLAIN_FINISH_RTOL of the elapsed time end
+    together. ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up
+    domain's.
     """
-    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _fluid_finisher(progress))
-
-
-def _engine_plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
-                             progress: Callable[[int, int], None] | None = None) -> float:
-    """:func:`plain_alltoall_s` on the simulator's engine (:func:`stepbudget.sim.engine.run_graph`): every GPU pair
-    one root transfer; ``progress`` counts the transfers as they end. Every end is its own event until run_graph
-    groups them (finish_rtol), so it is slower than the fluid path past a few thousand flows."""
     return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _engine_finisher(progress))
+
+
+def _fluid_plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
+                            progress: Callable[[int, int], None] | None = None) -> float:
+    """:func:`plain_alltoall_s` as timed before issue 21, under :func:`fluid_finish_times` (numpy max-min per
+    re-rating, each flow ending at its own due time): the reference of tests/a2a/test_timing.py and
+    benchmarks/bench_a2a.py, not called by the library."""
+    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _fluid_finisher(progress))
 
 
 # ---------------------------------------------------------------- FAST
