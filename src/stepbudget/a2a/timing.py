@@ -6,9 +6,11 @@ each way (NVLink through a non-blocking switch). ``alpha_s`` is the fixed cost o
 step. ``D`` is the (S*G, S*G) dispatch matrix in bytes (routing.py); the diagonal never moves.
 
 Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates_padded`, max-min fairness by
-progressive filling. :func:`fluid_finish_times` runs the flows as a fluid, re-sharing the links
-each time a flow ends. The plain all-to-all starts every pair at once under that rule, so a
-receiver that many senders target (incast) is shared among them while their other flows finish.
+progressive filling. The plain all-to-all starts every pair at once on the simulator's engine
+(``stepbudget.sim.engine.run_graph``), which re-shares the links under that rule each time a flow
+ends, so a receiver that many senders target (incast) is shared among them while their other flows
+finish; :func:`fluid_finish_times` is the same rule as a fluid, the reference it replaced. FAST sends
+its staged schedule only where that beats plain.
 """
 
 from __future__ import annotations
