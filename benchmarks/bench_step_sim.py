@@ -1,31 +1,70 @@
-"""Step simulator speed: one step of each preset, and Monte Carlo over jittered steps.
+"""Step simulator speed: one step of each preset (build, then simulate on each engine), and Monte Carlo.
 
 Run: python benchmarks/bench_step_sim.py   (prints figures; not a test)
 Targets (issue 5): one step of llama3-405b (126 layers, PP16, all micro-batches) under 1 s;
-1,000 jittered steps under 60 s on one core.
+1,000 jittered steps under 60 s on one core. Issue 21: building a step's graph costs less than simulating it.
+Per preset: the graph's build time (best of 3), the Python engine's and (where run_graph takes ``engine=``) the
+compiled engine's simulate time side by side, their events/s and ratio, whether their timelines agree, and the
+simulated step against the budget.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 
+import numpy as np
+
 import stepbudget as sb
+from stepbudget.sim.engine import run_graph
 from stepbudget.sim.program import step_program
 from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step
 
+ENGINES = ("python", "compiled") if "engine" in inspect.signature(run_graph).parameters else ("python",)
+"""The engines run_graph offers: the compiled one from the commit that added ``engine=``."""
+
+
+def best_of(fn, repeats: int = 3):
+    walls, out = [], None
+    for _ in range(repeats):
+        began = time.perf_counter()
+        out = fn()
+        walls.append(time.perf_counter() - began)
+    return min(walls), out
+
+
+def simulate(prog, engine: str):
+    """One run of the step's graph, un-jittered (what simulate_step runs at link_rate 1)."""
+    if len(ENGINES) == 1:
+        return run_graph(prog.graph, prog.capacity_Bps)
+    return run_graph(prog.graph, prog.capacity_Bps, engine=engine)
+
+
+def one_step(name: str) -> None:
+    b = sim_budget(sb.load(name))
+    build_s, prog = best_of(lambda: step_program(b))
+    runs = {e: best_of(lambda: simulate(prog, e), 1 if e == "python" else 3) for e in ENGINES}
+    events = runs["python"][1].engine_events
+    cells = [f"{e} {s:6.3f} s ({tl.engine_events / s / 1e3:7.1f} k ev/s)" for e, (s, tl) in runs.items()]
+    if "compiled" in runs:
+        (slow_s, slow), (fast_s, fast) = runs["python"], runs["compiled"]
+        same = np.allclose(slow.end_s, fast.end_s, rtol=1e-9, atol=0) and np.allclose(slow.start_s, fast.start_s,
+                                                                                        rtol=1e-9, atol=0)
+        cells.append(f"{slow_s / fast_s:5.1f}x, timelines {'agree' if same else 'DIFFER'}")
+    sim_s = min(s for s, _ in runs.values())
+    r = simulate_step(b, program=prog)
+    print(f"  {name:<22} {prog.graph.num_tasks:>7,} tasks {events:>8,} events | build {build_s:6.3f} s "
+          f"({build_s / sim_s:4.2f} of the fastest simulate) | simulate: {', '.join(cells)}"
+          f" | step {r.step_s:.3f} s vs budget {r.analytical_step_s:.3f} s ({r.step_s / r.analytical_step_s - 1:+.2%})")
+
 
 def main() -> None:
-    print("one step, contention on (build the graph, then simulate):")
+    if "compiled" in ENGINES:
+        prog = step_program(sim_budget(sb.load("llama3-405b-puredp")))
+        simulate(prog, "compiled")  # load (or compile) the engine before timing it
+    print("one step, contention on (build the graph, then simulate it on each engine):")
     for name in sb.preset_names():
-        b = sim_budget(sb.load(name))
-        t0 = time.perf_counter()
-        prog = step_program(b)
-        t1 = time.perf_counter()
-        r = simulate_step(b, program=prog)
-        t2 = time.perf_counter()
-        print(f"  {name:<22} {prog.graph.num_tasks:>7,} tasks {r.timeline.engine_events:>8,} events | build "
-              f"{t1 - t0:5.2f} s, simulate {t2 - t1:5.2f} s ({r.timeline.engine_events / (t2 - t1) / 1e3:6.1f} k events/s)"
-              f" | step {r.step_s:.3f} s vs budget {r.analytical_step_s:.3f} s ({r.step_s / r.analytical_step_s - 1:+.2%})")
+        one_step(name)
     b = sim_budget(sb.load("llama3-405b"))
     jit = Jitter(compute_cv=0.05, link_cv=0.05, straggler_p=0.001, straggler_slowdown=1.5)
     t0 = time.perf_counter()

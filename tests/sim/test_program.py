@@ -10,9 +10,9 @@ from stepbudget.enums import SCHEDULE_CODES, Axis, Schedule
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import MAX_TASKS, program_size, step_program
-from stepbudget.sim.sections import _received, _Unsent, _Walk
+from stepbudget.sim.sections import _code, _senders, _sweeps, _walk_schedules
 from stepbudget.sim.step import sim_budget, simulate_step
-from stepbudget.sim.terms import _budget_terms, _order, _Pass, _shape
+from stepbudget.sim.terms import _budget_terms, _order, _shape
 
 PRESETS = sb.preset_names()
 ON_PATH = (Axis.TP, Axis.CP, Axis.EP)
@@ -158,17 +158,42 @@ def test_a_large_step_runs_a_task_per_pass_and_a_larger_one_is_refused():
         shape(5_242_880)  # m = 10,240: 163,840 passes
 
 
-def test_a_pass_waits_for_its_sender_and_says_so_until_it_exists(programs):
+def test_a_pass_receives_from_the_previous_virtual_stage(programs):
     b, _ = programs["hpn-gpt3-175b"]  # 1F1B, p = 8
-    shape, walk = _shape(b.plan, b), _Walk(8)
-    assert _received(shape, walk, _Pass("F", 0, 0, 0)) is None  # the first stage's forward receives nothing
-    assert _received(shape, walk, _Pass("F", 0, 0, 1)) is _Unsent.SENDER
-    walk.sends[("F", 0, 0)] = 5
-    assert _received(shape, walk, _Pass("F", 0, 0, 1)) == 5
-    assert _received(shape, walk, _Pass("B", 0, 0, 7)) is _Unsent.SENDER  # the last stage turns its forward round
-    walk.passes_done[("F", 0, 0, 7)] = 9
-    assert _received(shape, walk, _Pass("B", 0, 0, 7)) == 9
-    assert _received(shape, walk, _Pass("B", 0, 0, 6)) is _Unsent.SENDER
+    shape = _shape(b.plan, b)
+
+    def sender(kind, mb, c, s):
+        one = np.array([kind == "F"]), np.array([mb]), np.array([c]), np.array([s])
+        return int(_senders(shape, *one)[0])
+
+    def code(kind, mb, c, s):
+        return int(_code(shape, np.array([int(kind == "B")]), np.array([mb]), np.array([c]), np.array([s]))[0])
+
+    assert sender("F", 0, 0, 0) == -1  # the first stage's forward receives nothing
+    assert sender("F", 3, 0, 1) == code("F", 3, 0, 0)
+    assert sender("B", 3, 0, 7) == code("F", 3, 0, 7)  # the last stage turns its forward round
+    assert sender("B", 3, 0, 6) == code("B", 3, 0, 7)
+    closed = _shape(*(lambda x: (x.plan, x))(programs["deepseek-v3"][0]))  # DualPipe: its bubble stands in
+    assert closed.closed_form and _senders(closed, np.array([True]), np.array([0]), np.array([0]),
+                                           np.array([3])).tolist() == [-1]
+
+
+def test_the_walk_emits_in_sweeps_and_says_when_the_schedule_deadlocks():
+    # stage 0 runs a, b; stage 1 runs c, d; c receives from b, and b from d: a sweep emits a, then c waits on b...
+    assert _sweeps([0, 2, 4], [-1, -1, 1, -1], [0, 0, 0, 0]) == [0, 0, 0, 0]  # b is before c in the same sweep
+    assert _sweeps([0, 2, 4], [-1, 3, -1, -1], [0, 1, 0, 0]) == [0, 1, 0, 0]  # b waits a sweep for d on stage 1
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        _sweeps([0, 2, 4], [-1, 3, -1, 1], [0, 1, 0, 0])  # b waits on d, d on b
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_pass_comes_after_its_stage_predecessor_and_its_sender(programs, name):
+    b, _ = programs[name]
+    ps = _walk_schedules(_shape(b.plan, b))
+    i = np.arange(ps.s.size)
+    assert np.all((ps.prev < i) & (ps.received < i))
+    assert np.all(ps.s[ps.prev[ps.prev >= 0]] == ps.s[ps.prev >= 0])
+    assert np.array_equal(np.sort(ps.index.ravel()), i)  # every (direction, micro-batch, chunk, stage) once
 
 
 @given(p=st.integers(1, 6), rounds=st.integers(1, 3), v=st.integers(1, 3),

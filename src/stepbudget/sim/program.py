@@ -79,7 +79,7 @@ from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis
 from stepbudget.sim.graph import TaskGraph
 from stepbudget.sim.sections import (_Builder, _Built, _chunk_passes, _closed_form_bubbles, _gather_deadlines,
-                                     _reduce_buckets, _step_gathers, _Walk)
+                                     _reduce_buckets, _step_gathers)
 from stepbudget.sim.terms import MAX_TASKS, _ON_PATH, _budget_terms, _closed_form, _microbatches, _shape, _Shape
 
 _NONE = -1
@@ -157,10 +157,10 @@ def step_program(budget: Budget, contention: bool = True) -> StepProgram:
     """
     plan = budget.plan
     shape, terms = _shape(plan, budget), _budget_terms(budget)
-    b, walk = _Builder(plan, contention), _Walk(shape.stages)
+    b = _Builder(plan, contention)
     gathers = _step_gathers(b, shape, terms)
     bubbles = _closed_form_bubbles(b, shape, terms, budget) if shape.closed_form else []
-    tasks = _chunk_passes(b, shape, terms, walk, bubbles, gathers)
+    tasks = _chunk_passes(b, shape, terms, bubbles, gathers)
     last_compute = tasks.last_compute()
     finals = []
     for s in range(shape.stages):

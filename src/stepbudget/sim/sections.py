@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis
 from stepbudget.plan.derive import Plan
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.sim.terms import _BudgetTerms, _order, _Pass, _Shape
+from stepbudget.sim.terms import _BudgetTerms, _order_arrays, _Pass, _Shape
 
 _NONE = -1
 """No task (a missing dependency, stage or deadline), no link."""
@@ -78,12 +77,6 @@ class _Rows:
             name=np.array(self.name, dtype=str), dim=np.array(self.dim, dtype=str), role=np.array(self.role, dtype=str),
             stage=ints(self.stage), deadline=ints(self.deadline),
         )
-
-
-def _tight(text: np.ndarray) -> np.ndarray:
-    """Strings at the width ``np.array`` of them would take: their longest (at least 1)."""
-    width = max(1, int(np.strings.str_len(text).max(initial=0)))
-    return text.astype(f"<U{width}", copy=False)
 
 
 @dataclass(frozen=True)
@@ -207,29 +200,11 @@ class _Builder:
         graph = TaskGraph(
             kind=joined("kind"), stream=joined("stream"), duration_s=joined("duration_s"),
             size_bytes=joined("size_bytes"), link_indptr=link_indptr, link_ids=renumber[crossing],
-            dep_indptr=dep_indptr, dep_ids=joined("dep_ids"), names=_tight(joined("name")),
+            dep_indptr=dep_indptr, dep_ids=joined("dep_ids"), names=joined("name"),
         )
         return _Built(graph=graph, capacity_Bps=np.array([self._link_rates[k] for k in order], dtype=float),
-                      link_names=[self._link_names[k] for k in order], dim=_tight(joined("dim")),
-                      role=_tight(joined("role")), stage=joined("stage"), deadline=deadline)
-
-
-class _Walk:
-    """Where the walk over the stages' schedules stands: the passes emitted so far, by what later passes look
-    them up by. Values are pass numbers in emission order."""
-
-    def __init__(self, p: int) -> None:
-        self.stages = p
-        self.passes_done: dict[tuple[str, int, int, int], int] = {}
-        """(pass, micro-batch, chunk, stage) -> the pass."""
-        self.sends: dict[tuple[str, int, int], int] = {}
-        """(pass, micro-batch, virtual stage) -> the pass whose send (or end) the next virtual stage receives."""
-
-
-class _Unsent(Enum):
-    """What a pass receives when the walk has not emitted its sender yet: the stage waits, the walk comes back."""
-
-    SENDER = "not emitted yet"
+                      link_names=[self._link_names[k] for k in order], dim=joined("dim"),
+                      role=joined("role"), stage=joined("stage"), deadline=deadline)
 
 
 # -- the sections of the step, in the order their tasks are emitted ---------------------------------------------------
@@ -263,22 +238,10 @@ def _closed_form_bubbles(b: _Builder, shape: _Shape, terms: _BudgetTerms, budget
     return [b.compute(f"bubble s{s}", s, bubble, [], "idle", "bubble", s) for s in range(shape.stages)]
 
 
-def _received(shape: _Shape, walk: _Walk, ps: _Pass) -> int | None | _Unsent:
-    """The pass ``ps`` receives from the previous virtual stage: None if nothing, SENDER if not emitted yet."""
-    if shape.closed_form:
-        return None
-    j, last = ps.virtual_stage(shape.stages), shape.stages * shape.chunks - 1
-    if ps.forward:
-        return None if j == 0 else walk.sends.get(("F", ps.mb, j - 1), _Unsent.SENDER)
-    if j == last:  # the last virtual stage turns its own forward around
-        return walk.passes_done.get(("F", ps.mb, ps.c, ps.s), _Unsent.SENDER)
-    return walk.sends.get(("B", ps.mb, j + 1), _Unsent.SENDER)
-
-
 @dataclass(frozen=True)
 class _Passes:
     """Every chunk pass in emission order (arrays of shape ``(P,)``): what it is, the stage's pass before it and
-    the pass it receives from (-1: none)."""
+    the pass it receives from (-1: none), and where each (direction, micro-batch, chunk, stage) went."""
 
     forward: np.ndarray
     mb: np.ndarray
@@ -286,37 +249,85 @@ class _Passes:
     s: np.ndarray
     prev: np.ndarray
     received: np.ndarray
+    index: np.ndarray
+    """Shape (2, m, v, p): the emission position of the forward (0) or backward (1) pass (mb, c, s)."""
 
 
-def _walk_schedules(shape: _Shape, walk: _Walk) -> _Passes:
-    """Every stage's passes in schedule order. A pass needs its sender emitted first, so the stages' orders are
-    walked together, each stage up to a pass whose sender is not there yet."""
-    p, last_j = shape.stages, shape.stages * shape.chunks - 1
-    orders = [_order(shape.schedule, p, s, shape.microbatches, shape.chunks) for s in range(p)]
-    pending, latest = [0] * p, [_NONE] * p
-    rows: list[tuple[bool, int, int, int, int, int]] = []
-    progress = True
-    while progress:
-        progress = False
-        for s in range(p):
-            while pending[s] < len(orders[s]):
-                ps = _Pass(*orders[s][pending[s]], s)
-                received = _received(shape, walk, ps)
-                if received is _Unsent.SENDER:
+def _code(shape: _Shape, backward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """A pass as one integer: its place in an array of shape (2, m, v, p)."""
+    return ((backward * shape.microbatches + mb) * shape.chunks + c) * shape.stages + s
+
+
+def _senders(shape: _Shape, forward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The pass each pass receives from the previous virtual stage (``_code``; -1: nothing): a forward the forward
+    of virtual stage j - 1, a backward the backward of j + 1, and the last virtual stage turns its own forward
+    around. A closed-form schedule receives nothing (its bubble stands in for the pipeline's)."""
+    p = shape.stages
+    if shape.closed_form:
+        return np.full(forward.size, _NONE, dtype=np.int64)
+    j, last = c * p + s, p * shape.chunks - 1
+    sender = np.where(forward, j - 1, np.where(j == last, j, j + 1))
+    backward = ~forward & (j != last)
+    code = _code(shape, backward.astype(np.int64), mb, sender // p, sender % p)
+    return np.where(forward & (j == 0), _NONE, code)
+
+
+def _sweeps(bounds: list[int], sender: list[int], later: list[int]) -> list[int]:
+    """The walk's sweep that emits each pass (stage-major; stage s's passes are ``bounds[s]:bounds[s + 1]``).
+
+    A sweep visits the stages in order and each emits its passes until one whose sender is not emitted yet. So a
+    pass goes in the sweep of the stage's pass before it, or of its sender (one later when the sender's stage
+    comes after its own, ``later``), whichever is last. Each stage is run up to a pass whose sender has no sweep
+    yet and resumed when that sender gets one."""
+    t = [_NONE] * len(sender)
+    at = bounds[:-1]
+    waiting: dict[int, list[int]] = {}
+    ready = list(range(len(at) - 1, -1, -1))
+    while ready:
+        s = ready.pop()
+        i, end = at[s], bounds[s + 1]
+        sweep = t[i - 1] if i > bounds[s] else 0
+        while i < end:
+            x = sender[i]
+            if x >= 0:
+                if t[x] < 0:
+                    waiting.setdefault(x, []).append(s)
                     break
-                progress = True
-                pending[s] += 1
-                i = len(rows)
-                rows.append((ps.forward, ps.mb, ps.c, s, latest[s], _NONE if received is None else received))
-                latest[s] = i
-                walk.passes_done[(ps.kind, ps.mb, ps.c, s)] = i
-                j = ps.virtual_stage(p)
-                if 0 <= (j + 1 if ps.forward else j - 1) <= last_j:
-                    walk.sends[(ps.kind, ps.mb, j)] = i
-    if any(pending[s] < len(orders[s]) for s in range(p)) or _NONE in latest:
+                sweep = max(sweep, t[x] + later[i])
+            t[i] = sweep
+            ready.extend(waiting.pop(i, ()))
+            i += 1
+        at[s] = i
+    if any(at[s] < bounds[s + 1] for s in range(len(at))):
         raise RuntimeError("pipeline schedule deadlocked while building the step graph")
-    forward, mb, c, s_, prev, received_ = (np.array(col) for col in zip(*rows))
-    return _Passes(forward=forward.astype(bool), mb=mb, c=c, s=s_, prev=prev, received=received_)
+    return t
+
+
+def _walk_schedules(shape: _Shape) -> _Passes:
+    """Every stage's passes in schedule order. A pass needs its sender emitted first, so the stages' orders are
+    walked together in sweeps, each stage up to a pass whose sender is not there yet: passes in the order of
+    (sweep, stage, place in the stage's order)."""
+    p, m, v = shape.stages, shape.microbatches, shape.chunks
+    orders = [_order_arrays(shape.schedule, p, s, m, v) for s in range(p)]
+    forward, mb, c = (np.concatenate([o[k] for o in orders]) for k in range(3))
+    size = 2 * m * v
+    s = np.repeat(np.arange(p), size)
+    place = np.tile(np.arange(size), p)
+    stage_major = np.empty(2 * m * v * p, dtype=np.int64)  # pass code -> its position, stage by stage
+    stage_major[_code(shape, (~forward).astype(np.int64), mb, c, s)] = np.arange(s.size)
+    code = _senders(shape, forward, mb, c, s)
+    sender = np.where(code >= 0, stage_major[code], _NONE)
+    t = _sweeps(list(range(0, s.size + 1, size)), sender.tolist(), (sender // size > s).astype(int).tolist())
+    order = np.lexsort((place, s, np.array(t)))
+    emitted = np.empty_like(order)
+    emitted[order] = np.arange(order.size)  # stage-major position -> emission position
+    prev = np.where(place > 0, np.arange(s.size) - 1, _NONE)
+    index = np.empty_like(stage_major)
+    index[_code(shape, (~forward).astype(np.int64), mb, c, s)] = emitted
+    return _Passes(forward=forward[order], mb=mb[order], c=c[order], s=s[order],
+                   prev=np.where(prev >= 0, emitted[prev], _NONE)[order],
+                   received=np.where(sender >= 0, emitted[sender], _NONE)[order],
+                   index=index.reshape(2, m, v, p))
 
 
 @dataclass(frozen=True)
@@ -395,16 +406,15 @@ class _PassTasks:
     first_layer: np.ndarray
     """Shape (P,): the pass's first layer task (layer 0 forward, the last layer backward)."""
     layers_per_chunk: int
-    walk: _Walk
 
     def layer_task(self, kind: str, mb: int, c: int, layer: int, s: int) -> int:
         """The compute task of ``layer`` in pass (kind, mb, c) of stage ``s``."""
-        i = self.walk.passes_done[(kind, mb, c, s)]
+        i = self.passes.index[0 if kind == "F" else 1, mb, c, s]
         return int(self.first_layer[i]) + (layer if kind == "F" else self.layers_per_chunk - 1 - layer)
 
     def last_compute(self) -> list[int]:
         """Each stage's last compute task: the last layer of its last pass."""
-        last_pass = np.zeros(self.walk.stages, dtype=np.int64)
+        last_pass = np.zeros(self.passes.index.shape[-1], dtype=np.int64)
         np.maximum.at(last_pass, self.passes.s, np.arange(self.passes.s.size))
         return (self.first_layer[last_pass] + self.layers_per_chunk - 1).tolist()
 
@@ -419,26 +429,34 @@ class _Columns:
         self.duration_s = np.zeros(size)
         self.size_bytes = np.zeros(size)
         self.link = np.full(size, _NONE, dtype=np.int64)
-        self.name = np.zeros(size, dtype="<U1")
-        self.dim = np.zeros(size, dtype="<U7")  # the longest: "compute", "exposed"
-        self.role = np.zeros(size, dtype="<U7")
         self.stage = stage
         self.deadline = np.full(size, _NONE, dtype=np.int64)
         self._deps: list[tuple[np.ndarray, list[np.ndarray]]] = []
+        self._text: list[tuple[np.ndarray, np.ndarray, str, str | np.ndarray]] = []
 
     def put(self, at: np.ndarray, kind: TaskKind, name: np.ndarray, dim: str, role: str | np.ndarray,
             deps: list[np.ndarray]) -> None:
         self.kind[at] = kind
-        if name.dtype.itemsize > self.name.dtype.itemsize:
-            self.name = self.name.astype(name.dtype)
-        self.name[at] = name
-        self.dim[at], self.role[at] = dim, role
+        self._text.append((at, name, dim, role))
         self._deps.append((at, deps))
 
     def transfer(self, at: np.ndarray, b: _Builder, link: np.ndarray, seconds: np.ndarray | float) -> None:
         """Make the tasks at ``at`` transfers on the builder's links ``link``, taking ``seconds`` there alone."""
         self.link[at] = link
         self.size_bytes[at] = seconds * np.array([b.rate(k) for k in range(int(link.max()) + 1)])[link]
+
+    def _labels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Names, dims and roles, each written once at the width ``np.array`` of them would take."""
+        def filled(values: list[tuple[np.ndarray, str | np.ndarray]]) -> np.ndarray:
+            width = max(max(1, int(np.strings.str_len(v).max(initial=0))) for _, v in values)
+            out = np.zeros(self.kind.size, dtype=f"<U{width}")
+            for at, v in values:
+                out[at] = v
+            return out
+
+        return (filled([(at, name) for at, name, _, _ in self._text]),
+                filled([(at, dim) for at, _, dim, _ in self._text]),
+                filled([(at, role) for at, _, _, role in self._text]))
 
     def block(self) -> _Block:
         """The tasks, each one's present dependency columns in the order given."""
@@ -454,8 +472,9 @@ class _Columns:
                 present = d >= 0
                 ids[place[present]] = d[present]
                 place = place + present
+        name, dim, role = self._labels()
         return _Block(kind=self.kind, stream=self.stream, duration_s=self.duration_s, size_bytes=self.size_bytes,
-                      link=self.link, dep_count=count, dep_ids=ids, name=self.name, dim=self.dim, role=self.role,
+                      link=self.link, dep_count=count, dep_ids=ids, name=name, dim=dim, role=role,
                       stage=self.stage, deadline=self.deadline)
 
 
@@ -491,11 +510,11 @@ class _PassBlock:
     starts_after: list[np.ndarray]
 
 
-def _chunk_passes(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, bubbles: list[int],
+def _chunk_passes(b: _Builder, shape: _Shape, terms: _BudgetTerms, bubbles: list[int],
                   gathers: dict[tuple[int, int, int], int]) -> _PassTasks:
     """Every chunk pass, in the walk's order, as one block: its hidden exchanges, per-pass gather, layers, exposed
     exchange, join and send (the functions below, one per kind of task)."""
-    ps = _walk_schedules(shape, walk)
+    ps = _walk_schedules(shape)
     dirs = {True: _direction(shape, terms, _Pass("F", 0, 0, 0)), False: _direction(shape, terms, _Pass("B", 0, 0, 0))}
     lay, base = _layout(shape, terms, ps, dirs), b.num_tasks
     first = np.asarray(bubbles, dtype=np.int64)[ps.s] if bubbles else np.full(ps.s.size, _NONE)
@@ -510,7 +529,7 @@ def _chunk_passes(b: _Builder, shape: _Shape, terms: _BudgetTerms, walk: _Walk, 
     _pass_ends(b, x, cols)
     _pp_sends(b, x, cols)
     b.block(cols.block())
-    return _PassTasks(passes=ps, first_layer=lay.first_layer + base, layers_per_chunk=lay.L, walk=walk)
+    return _PassTasks(passes=ps, first_layer=lay.first_layer + base, layers_per_chunk=lay.L)
 
 
 def _hidden_exchanges(b: _Builder, x: _PassBlock, cols: _Columns) -> None:

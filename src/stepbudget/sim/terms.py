@@ -30,28 +30,35 @@ _ON_PATH = (Axis.TP, Axis.CP, Axis.EP)
 
 # -- the schedule: the order of a stage's chunk passes ----------------------------------------------------------------
 
-def _order(schedule: int, p: int, s: int, m: int, v: int) -> list[tuple[str, int, int]]:
-    """(pass, micro-batch, chunk) in the order stage ``s`` runs them."""
-    if schedule == _GPIPE:
-        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+def _order_arrays(schedule: int, p: int, s: int, m: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, micro-batch, chunk), shape (2 m v,) each, in the order stage ``s`` runs its passes: ``warmup``
+    forwards, then one forward and one backward in turn, then the backwards left (GPipe: every forward first)."""
+    k = np.arange(m * v if schedule == _INTERLEAVED else m)
+    total = k.size
     if schedule == _INTERLEAVED:
-        def chunk(k: int, forward: bool) -> tuple[int, int]:  # Megatron's get_model_chunk_id
-            c = (k % (p * v)) // p
-            return (k // (p * v)) * p + k % p, (c if forward else v - 1 - c)
-        total = m * v
         # Megatron: with as many micro-batches as stages, every rank runs all its forwards first
         warmup = total if m == p else min((p - s - 1) * 2 + (v - 1) * p, total)
+        mb = (k // (p * v)) * p + k % p  # Megatron's get_model_chunk_id: pass k's micro-batch and chunk
+        c_fwd = (k % (p * v)) // p
+        c_bwd = v - 1 - c_fwd
     else:
-        def chunk(k: int, forward: bool) -> tuple[int, int]:
-            return k, 0
-        total = m
-        warmup = min(p - s - 1, m)
-    out = [("F", *chunk(k, True)) for k in range(warmup)]
-    for i in range(total - warmup):
-        out.append(("F", *chunk(warmup + i, True)))
-        out.append(("B", *chunk(i, False)))
-    out += [("B", *chunk(k, False)) for k in range(total - warmup, total)]
-    return out
+        warmup = total if schedule == _GPIPE else min(p - s - 1, m)
+        mb, c_fwd = k, np.zeros_like(k)
+        c_bwd = c_fwd
+    f_at = np.where(k < warmup, k, 2 * k - warmup)  # forward k: in the warmup, then every other slot
+    b_at = np.where(k < total - warmup, warmup + 2 * k + 1, total + k)  # backward k: after forward warmup + k
+    forward = np.zeros(2 * total, dtype=bool)
+    forward[f_at] = True
+    mbs, chunks = np.empty(2 * total, dtype=np.int64), np.empty(2 * total, dtype=np.int64)
+    mbs[f_at], mbs[b_at] = mb, mb
+    chunks[f_at], chunks[b_at] = c_fwd, c_bwd
+    return forward, mbs, chunks
+
+
+def _order(schedule: int, p: int, s: int, m: int, v: int) -> list[tuple[str, int, int]]:
+    """(pass, micro-batch, chunk) in the order stage ``s`` runs them."""
+    forward, mb, c = _order_arrays(schedule, p, s, m, v)
+    return [("F" if f else "B", i, j) for f, i, j in zip(forward.tolist(), mb.tolist(), c.tolist())]
 
 
 @dataclass(frozen=True)
