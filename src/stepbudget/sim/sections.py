@@ -461,17 +461,15 @@ class _Columns:
     def block(self) -> _Block:
         """The tasks, each one's present dependency columns in the order given."""
         count = np.zeros(self.kind.size, dtype=np.int64)
-        for at, deps in self._deps:
-            for d in deps:
-                count[at] += d >= 0
+        stacked = [(at, np.stack(deps, axis=1)) for at, deps in self._deps]  # (tasks, columns) per put
+        for at, deps in stacked:
+            count[at] = (deps >= 0).sum(axis=1)  # every task is put once
         begin = np.cumsum(count) - count
-        ids = np.empty(int(count.sum()), dtype=np.int64)
-        for at, deps in self._deps:
-            place = begin[at]
-            for d in deps:
-                present = d >= 0
-                ids[place[present]] = d[present]
-                place = place + present
+        ids = np.empty(int(count[-1] + begin[-1]) if count.size else 0, dtype=np.int64)
+        for at, deps in stacked:
+            present = deps >= 0
+            place = begin[at][:, None] + np.cumsum(present, axis=1) - 1  # row by row, present columns in order
+            ids[place[present]] = deps[present]
         name, dim, role = self._labels()
         return _Block(kind=self.kind, stream=self.stream, duration_s=self.duration_s, size_bytes=self.size_bytes,
                       link=self.link, dep_count=count, dep_ids=ids, name=name, dim=dim, role=role,
@@ -479,8 +477,9 @@ class _Columns:
 
 
 def _text(values: np.ndarray) -> np.ndarray:
-    """Non-negative integers as decimal strings."""
-    return values.astype(f"<U{len(str(int(values.max(initial=0))))}")
+    """Non-negative integers as decimal strings (looked up: a cast formats each one in turn)."""
+    digits = np.array([str(i) for i in range(int(values.max(initial=0)) + 1)])
+    return digits[values]
 
 
 def _join_text(*parts: str | np.ndarray) -> np.ndarray:
@@ -564,25 +563,31 @@ def _layers(x: _PassBlock, cols: _Columns, gather: np.ndarray, gathers: dict[tup
     stage's first layer for every bucket (the last one queues behind the rest)."""
     ps, L, shape = x.ps, x.lay.L, x.shape
     table = np.full((shape.stages, shape.chunks, L), _NONE, dtype=np.int64)
-    for (s, c, layer), g in gathers.items():
-        table[s, c, layer] = g
-    gathered = ps.forward & (ps.mb == 0)
-    not_overlapped = x.terms.dp_not_overlapped and bool(gathers)
-    role = np.where(ps.forward, "fwd", "bwd")
-    duration = np.where(ps.forward, x.dirs[True].layer_s, x.dirs[False].layer_s)
-    for e in range(L):
-        layer_of = np.where(ps.forward, e, L - 1 - e)
-        step_gather = np.where(gathered, table[ps.s, ps.c, layer_of], _NONE)
-        if e == 0:
-            deps = [*x.starts_after, gather, step_gather]
-            if not_overlapped:
-                deps.append(np.where(ps.prev < 0, table[ps.s, shape.chunks - 1, L - 1], _NONE))
-        else:
-            deps = [x.lay.first_layer + e - 1 + x.base, step_gather]
-        at = x.lay.first_layer + e
-        cols.put(at, TaskKind.COMPUTE, _join_text(x.label, " l", _text(layer_of)), "compute", role, deps)
-        cols.stream[at] = ps.s
-        cols.duration_s[at] = duration
+    for slot, g in gathers.items():
+        table[slot] = g
+    e = np.arange(L)[None, :]  # (P, L): the pass's e-th layer task
+    first, fwd = e == 0, ps.forward[:, None]
+    layer = np.where(fwd, e, L - 1 - e)
+    at = x.lay.first_layer[:, None] + e
+    step_gather = np.where(fwd & (ps.mb == 0)[:, None], table[ps.s[:, None], ps.c[:, None], layer], _NONE)
+    not_overlapped = np.full(ps.s.size, _NONE)
+    if x.terms.dp_not_overlapped and gathers:
+        not_overlapped = np.where(ps.prev < 0, table[ps.s, shape.chunks - 1, L - 1], _NONE)
+    prev_end, received = x.starts_after
+
+    def first_only(dep: np.ndarray) -> np.ndarray:
+        return np.where(first, dep[:, None], _NONE)
+
+    # the first: [previous pass end, what it receives, its gather, its step gather, every bucket]; the rest:
+    # [the layer before, its step gather]
+    deps = [np.where(first, prev_end[:, None], at - 1 + x.base), first_only(received), first_only(gather),
+            step_gather, first_only(not_overlapped)]
+    name = _join_text(x.label[:, None], " l", _text(layer))
+    at = at.ravel()
+    cols.put(at, TaskKind.COMPUTE, name.ravel(), "compute", np.repeat(np.where(ps.forward, "fwd", "bwd"), L),
+             [d.ravel() for d in deps])
+    cols.stream[at] = np.repeat(ps.s, L)
+    cols.duration_s[at] = np.repeat(np.where(ps.forward, x.dirs[True].layer_s, x.dirs[False].layer_s), L)
 
 
 def _pass_ends(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
