@@ -10,9 +10,8 @@ from stepbudget.enums import SCHEDULE_CODES, Axis, Schedule
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import MAX_TASKS, program_size, step_program
-from stepbudget.sim.sections import _code, _senders, _sweeps, _walk_schedules
 from stepbudget.sim.step import sim_budget, simulate_step
-from stepbudget.sim.terms import _budget_terms, _order, _shape
+from stepbudget.sim.terms import _budget_terms, _code, _order, _senders, _shape, _sweeps, _walk_schedules
 
 PRESETS = sb.preset_names()
 ON_PATH = (Axis.TP, Axis.CP, Axis.EP)

@@ -5,9 +5,8 @@ schedules interleave, the DP reduce buckets, the gathers' deadlines).
 The sections read the pipeline's shape and the budget's terms from sim/terms.py and append to one ``_Builder``;
 sim/program.py calls them in emission order, so every dependency is an earlier task. The small sections add their
 tasks one by one; the chunk passes, nearly all of a step's tasks, are emitted as one block of arrays: the walk over
-the schedules orders the passes (a Python loop per pass, not per task), and every pass of a direction then has the
-same tasks (its hidden exchanges, per-pass gather, layers, exposed exchange, join and send), filled in by array
-arithmetic.
+the schedules (sim/terms.py) orders the passes, and every pass of a direction then has the same tasks (its hidden
+exchanges, per-pass gather, layers, exposed exchange, join and send), filled in by array arithmetic.
 """
 
 from __future__ import annotations
@@ -21,10 +20,7 @@ from stepbudget.budget.step import Budget
 from stepbudget.enums import Axis
 from stepbudget.plan.derive import Plan
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.sim.terms import _BudgetTerms, _order_arrays, _Pass, _Shape
-
-_NONE = -1
-"""No task (a missing dependency, stage or deadline), no link."""
+from stepbudget.sim.terms import _NONE, _BudgetTerms, _Pass, _Passes, _Shape, _walk_schedules
 
 
 # -- the builder: tasks in emission order, column by column, and the links they cross ---------------------------------
@@ -239,98 +235,6 @@ def _closed_form_bubbles(b: _Builder, shape: _Shape, terms: _BudgetTerms, budget
 
 
 @dataclass(frozen=True)
-class _Passes:
-    """Every chunk pass in emission order (arrays of shape ``(P,)``): what it is, the stage's pass before it and
-    the pass it receives from (-1: none), and where each (direction, micro-batch, chunk, stage) went."""
-
-    forward: np.ndarray
-    mb: np.ndarray
-    c: np.ndarray
-    s: np.ndarray
-    prev: np.ndarray
-    received: np.ndarray
-    index: np.ndarray
-    """Shape (2, m, v, p): the emission position of the forward (0) or backward (1) pass (mb, c, s)."""
-
-
-def _code(shape: _Shape, backward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """A pass as one integer: its place in an array of shape (2, m, v, p)."""
-    return ((backward * shape.microbatches + mb) * shape.chunks + c) * shape.stages + s
-
-
-def _senders(shape: _Shape, forward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """The pass each pass receives from the previous virtual stage (``_code``; -1: nothing): a forward the forward
-    of virtual stage j - 1, a backward the backward of j + 1, and the last virtual stage turns its own forward
-    around. A closed-form schedule receives nothing (its bubble stands in for the pipeline's)."""
-    p = shape.stages
-    if shape.closed_form:
-        return np.full(forward.size, _NONE, dtype=np.int64)
-    j, last = c * p + s, p * shape.chunks - 1
-    sender = np.where(forward, j - 1, np.where(j == last, j, j + 1))
-    backward = ~forward & (j != last)
-    code = _code(shape, backward.astype(np.int64), mb, sender // p, sender % p)
-    return np.where(forward & (j == 0), _NONE, code)
-
-
-def _sweeps(bounds: list[int], sender: list[int], later: list[int]) -> list[int]:
-    """The walk's sweep that emits each pass (stage-major; stage s's passes are ``bounds[s]:bounds[s + 1]``).
-
-    A sweep visits the stages in order and each emits its passes until one whose sender is not emitted yet. So a
-    pass goes in the sweep of the stage's pass before it, or of its sender (one later when the sender's stage
-    comes after its own, ``later``), whichever is last. Each stage is run up to a pass whose sender has no sweep
-    yet and resumed when that sender gets one."""
-    t = [_NONE] * len(sender)
-    at = bounds[:-1]
-    waiting: dict[int, list[int]] = {}
-    ready = list(range(len(at) - 1, -1, -1))
-    while ready:
-        s = ready.pop()
-        i, end = at[s], bounds[s + 1]
-        sweep = t[i - 1] if i > bounds[s] else 0
-        while i < end:
-            x = sender[i]
-            if x >= 0:
-                if t[x] < 0:
-                    waiting.setdefault(x, []).append(s)
-                    break
-                sweep = max(sweep, t[x] + later[i])
-            t[i] = sweep
-            ready.extend(waiting.pop(i, ()))
-            i += 1
-        at[s] = i
-    if any(at[s] < bounds[s + 1] for s in range(len(at))):
-        raise RuntimeError("pipeline schedule deadlocked while building the step graph")
-    return t
-
-
-def _walk_schedules(shape: _Shape) -> _Passes:
-    """Every stage's passes in schedule order. A pass needs its sender emitted first, so the stages' orders are
-    walked together in sweeps, each stage up to a pass whose sender is not there yet: passes in the order of
-    (sweep, stage, place in the stage's order)."""
-    p, m, v = shape.stages, shape.microbatches, shape.chunks
-    orders = [_order_arrays(shape.schedule, p, s, m, v) for s in range(p)]
-    forward, mb, c = (np.concatenate([o[k] for o in orders]) for k in range(3))
-    size = 2 * m * v
-    s = np.repeat(np.arange(p), size)
-    place = np.tile(np.arange(size), p)
-    stage_major = np.empty(2 * m * v * p, dtype=np.int64)  # pass code -> its position, stage by stage
-    stage_major[_code(shape, (~forward).astype(np.int64), mb, c, s)] = np.arange(s.size)
-    code = _senders(shape, forward, mb, c, s)
-    sender = np.where(code >= 0, stage_major[code], _NONE)
-    t = _sweeps(list(range(0, s.size + 1, size)), sender.tolist(), (sender // size > s).astype(int).tolist())
-    order = np.lexsort((place, s, np.array(t)))
-    emitted = np.empty_like(order)
-    emitted[order] = np.arange(order.size)  # stage-major position -> emission position
-    prev = np.where(place > 0, np.arange(s.size) - 1, _NONE)
-    index = np.empty_like(stage_major)
-    index[_code(shape, (~forward).astype(np.int64), mb, c, s)] = emitted
-    return _Passes(forward=forward[order], mb=mb[order], c=c[order], s=s[order],
-                   prev=np.where(prev >= 0, emitted[prev], _NONE)[order],
-                   received=np.where(sender >= 0, emitted[sender], _NONE)[order],
-                   index=index.reshape(2, m, v, p))
-
-
-@dataclass(frozen=True)
 class _Direction:
     """What every pass of one direction emits: its hidden exchanges (dimension, seconds), layer time and exposed
     exchange time (0: none)."""
@@ -448,7 +352,7 @@ class _Columns:
     def _labels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Names, dims and roles, each written once at the width ``np.array`` of them would take."""
         def filled(values: list[tuple[np.ndarray, str | np.ndarray]]) -> np.ndarray:
-            width = max(max(1, int(np.strings.str_len(v).max(initial=0))) for _, v in values)
+            width = max(max(1, int(np.char.str_len(v).max(initial=0))) for _, v in values)
             out = np.zeros(self.kind.size, dtype=f"<U{width}")
             for at, v in values:
                 out[at] = v
@@ -485,7 +389,7 @@ def _text(values: np.ndarray) -> np.ndarray:
 def _join_text(*parts: str | np.ndarray) -> np.ndarray:
     out = np.asarray(parts[0])
     for part in parts[1:]:
-        out = np.strings.add(out, part)
+        out = np.char.add(out, part)
     return out
 
 
@@ -537,7 +441,7 @@ def _hidden_exchanges(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
         rows = np.flatnonzero(x.ps.forward == forward)
         for k, (d, t) in enumerate(direction.hidden):
             at = x.lay.start[rows] + k
-            cols.put(at, TaskKind.TRANSFER, np.strings.add(f"{d.value.upper()} hidden ", x.label[rows]), d.value,
+            cols.put(at, TaskKind.TRANSFER, np.char.add(f"{d.value.upper()} hidden ", x.label[rows]), d.value,
                      "hidden", [dep[rows] for dep in x.starts_after])
             cols.transfer(at, b, _stage_links(b, x.shape.stages, d.value.upper(), x.terms.over_nic[d])[x.ps.s[rows]], t)
             cols.deadline[at] = x.lay.last_layer[rows] + x.base
@@ -551,7 +455,7 @@ def _pass_gathers(b: _Builder, x: _PassBlock, cols: _Columns) -> np.ndarray:
     at, prev = x.lay.start + x.lay.H, x.ps.prev
     gather = at + x.base
     after = [np.where(prev >= 0, x.lay.first_layer[prev] + x.base, _NONE), np.where(prev >= 0, gather[prev], _NONE)]
-    cols.put(at, TaskKind.TRANSFER, np.strings.add("DP all-gather ", x.label), "dp", "gather", after)
+    cols.put(at, TaskKind.TRANSFER, np.char.add("DP all-gather ", x.label), "dp", "gather", after)
     seconds = x.terms.gather.total_s / (x.terms.gather.rounds * x.shape.chunks)
     cols.transfer(at, b, _stage_links(b, x.shape.stages, "DP", True)[x.ps.s], seconds)
     return gather
@@ -599,7 +503,7 @@ def _pass_ends(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
         d_main = max(x.terms.exposed_s, key=lambda d: x.terms.exposed_s[d])
         rows = np.flatnonzero(lay.X)
         at = lay.last_layer[rows] + 1
-        cols.put(at, TaskKind.TRANSFER, np.strings.add(f"{d_main.value.upper()} exposed ", x.label[rows]),
+        cols.put(at, TaskKind.TRANSFER, np.char.add(f"{d_main.value.upper()} exposed ", x.label[rows]),
                  d_main.value, "exposed", [end[rows]])
         seconds = np.where(ps.forward[rows], x.dirs[True].exposed_s, x.dirs[False].exposed_s)
         links = _stage_links(b, x.shape.stages, d_main.value.upper(), x.terms.over_nic[d_main])
@@ -608,7 +512,7 @@ def _pass_ends(b: _Builder, x: _PassBlock, cols: _Columns) -> None:
     if lay.J.any():
         rows = np.flatnonzero(lay.J)
         hidden = [np.where(lay.H[rows] > k, lay.start[rows] + k + x.base, _NONE) for k in range(int(lay.H.max()))]
-        cols.put(lay.end[rows], TaskKind.JOIN, np.strings.add("pass end ", x.label[rows]), "", "",
+        cols.put(lay.end[rows], TaskKind.JOIN, np.char.add("pass end ", x.label[rows]), "", "",
                  [end[rows], *hidden])
 
 

@@ -1,10 +1,12 @@
-"""What the step graph runs: the pipeline's shape, the order a stage runs its passes in, and the budget's
-terms the graph takes as given (sim/program.py's docstring says which terms and why).
+"""What the step graph runs: the pipeline's shape, the order a stage runs its passes in, the order the walk
+emits every stage's passes in, and the budget's terms the graph takes as given (sim/program.py's docstring says
+which terms and why).
 
 ``_shape(plan, budget)`` is the pipeline as run (a closed-form schedule runs as 1F1B with one chunk, a large
-step one task per chunk pass); ``_order`` is one stage's (pass, micro-batch, chunk) sequence, each a ``_Pass``;
-``_budget_terms(budget)`` sums the budget's exchanges by what the graph does with them. No tasks are made here:
-sim/sections.py emits them from these records.
+step one task per chunk pass); ``_order`` is one stage's (pass, micro-batch, chunk) sequence, each a ``_Pass``
+(``_order_arrays``, the same as arrays); ``_walk_schedules(shape)`` interleaves the stages' orders so that every
+pass comes after its sender; ``_budget_terms(budget)`` sums the budget's exchanges by what the graph does with
+them. No tasks are made here: sim/sections.py emits them from these records.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ to one task per chunk pass, or refused."""
 
 _GPIPE, _1F1B, _INTERLEAVED = (SCHEDULE_CODES[s] for s in (Schedule.GPIPE, Schedule.ONE_F_ONE_B,
                                                             Schedule.INTERLEAVED_1F1B))
+_NONE = -1
+"""No task (a missing dependency, stage or deadline), no pass, no link."""
 _ON_PATH = (Axis.TP, Axis.CP, Axis.EP)
 """The dimensions whose exchanges sit in a pass: their hidden and exposed split is the budget's."""
 
@@ -150,6 +154,100 @@ def _shape(plan: Plan, budget: Budget) -> _Shape:
     comp = float(budget.compute_s - plan.optimizer_s)
     return _Shape(stages=p, chunks=v_run, microbatches=m, schedule=sched_run, closed_form=closed_form,
                   layers_per_chunk=layers_per_chunk, microbatch_s=comp / m)
+
+
+# -- the walk: the order the stages' passes are emitted in ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Passes:
+    """Every chunk pass in emission order (arrays of shape ``(P,)``): what it is, the stage's pass before it and
+    the pass it receives from (-1: none), and where each (direction, micro-batch, chunk, stage) went."""
+
+    forward: np.ndarray
+    mb: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    prev: np.ndarray
+    received: np.ndarray
+    index: np.ndarray
+    """Shape (2, m, v, p): the emission position of the forward (0) or backward (1) pass (mb, c, s)."""
+
+
+def _code(shape: _Shape, backward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """A pass as one integer: its place in an array of shape (2, m, v, p)."""
+    return ((backward * shape.microbatches + mb) * shape.chunks + c) * shape.stages + s
+
+
+def _senders(shape: _Shape, forward: np.ndarray, mb: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The pass each pass receives from the previous virtual stage (``_code``; -1: nothing): a forward the forward
+    of virtual stage j - 1, a backward the backward of j + 1, and the last virtual stage turns its own forward
+    around. A closed-form schedule receives nothing (its bubble stands in for the pipeline's)."""
+    p = shape.stages
+    if shape.closed_form:
+        return np.full(forward.size, _NONE, dtype=np.int64)
+    j, last = c * p + s, p * shape.chunks - 1
+    sender = np.where(forward, j - 1, np.where(j == last, j, j + 1))
+    backward = ~forward & (j != last)
+    code = _code(shape, backward.astype(np.int64), mb, sender // p, sender % p)
+    return np.where(forward & (j == 0), _NONE, code)
+
+
+def _sweeps(bounds: list[int], sender: list[int], later: list[int]) -> list[int]:
+    """The walk's sweep that emits each pass (stage-major; stage s's passes are ``bounds[s]:bounds[s + 1]``).
+
+    A sweep visits the stages in order and each emits its passes until one whose sender is not emitted yet. So a
+    pass goes in the sweep of the stage's pass before it, or of its sender (one later when the sender's stage
+    comes after its own, ``later``), whichever is last. Each stage is run up to a pass whose sender has no sweep
+    yet and resumed when that sender gets one."""
+    t = [_NONE] * len(sender)
+    at = bounds[:-1]
+    waiting: dict[int, list[int]] = {}
+    ready = list(range(len(at) - 1, -1, -1))
+    while ready:
+        s = ready.pop()
+        i, end = at[s], bounds[s + 1]
+        sweep = t[i - 1] if i > bounds[s] else 0
+        while i < end:
+            x = sender[i]
+            if x >= 0:
+                if t[x] < 0:
+                    waiting.setdefault(x, []).append(s)
+                    break
+                sweep = max(sweep, t[x] + later[i])
+            t[i] = sweep
+            ready.extend(waiting.pop(i, ()))
+            i += 1
+        at[s] = i
+    if any(at[s] < bounds[s + 1] for s in range(len(at))):
+        raise RuntimeError("pipeline schedule deadlocked while building the step graph")
+    return t
+
+
+def _walk_schedules(shape: _Shape) -> _Passes:
+    """Every stage's passes in schedule order. A pass needs its sender emitted first, so the stages' orders are
+    walked together in sweeps, each stage up to a pass whose sender is not there yet: passes in the order of
+    (sweep, stage, place in the stage's order)."""
+    p, m, v = shape.stages, shape.microbatches, shape.chunks
+    orders = [_order_arrays(shape.schedule, p, s, m, v) for s in range(p)]
+    forward, mb, c = (np.concatenate([o[k] for o in orders]) for k in range(3))
+    size = 2 * m * v
+    s = np.repeat(np.arange(p), size)
+    place = np.tile(np.arange(size), p)
+    stage_major = np.empty(2 * m * v * p, dtype=np.int64)  # pass code -> its position, stage by stage
+    stage_major[_code(shape, (~forward).astype(np.int64), mb, c, s)] = np.arange(s.size)
+    code = _senders(shape, forward, mb, c, s)
+    sender = np.where(code >= 0, stage_major[code], _NONE)
+    t = _sweeps(list(range(0, s.size + 1, size)), sender.tolist(), (sender // size > s).astype(int).tolist())
+    order = np.lexsort((place, s, np.array(t)))
+    emitted = np.empty_like(order)
+    emitted[order] = np.arange(order.size)  # stage-major position -> emission position
+    prev = np.where(place > 0, np.arange(s.size) - 1, _NONE)
+    index = np.empty_like(stage_major)
+    index[_code(shape, (~forward).astype(np.int64), mb, c, s)] = emitted
+    return _Passes(forward=forward[order], mb=mb[order], c=c[order], s=s[order],
+                   prev=np.where(prev >= 0, emitted[prev], _NONE)[order],
+                   received=np.where(sender >= 0, emitted[sender], _NONE)[order],
+                   index=index.reshape(2, m, v, p))
 
 
 # -- the budget's terms the graph takes as given ----------------------------------------------------------------------
