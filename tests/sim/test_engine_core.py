@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stepbudget as sb
+from stepbudget.maxmin import flows_to_csr, maxmin_rates
 from stepbudget.sim import TaskGraph, compute, join, run_graph, transfer
 from stepbudget.sim import _core
 from stepbudget.sim.collectives import ring_all_reduce
@@ -110,3 +111,35 @@ def test_errors_are_the_python_engines():
         run_graph(cycle, np.ones(1), engine="gpu")
     with pytest.raises(ValueError, match="finish_rtol"):
         run_graph(cycle, np.ones(1), finish_rtol=1.5)
+
+
+def _waterfill(flows, capacity):
+    csr = flows_to_csr(flows)
+    n = len(flows)
+    out, entries = np.empty(max(n, 1)), np.empty((2, max(csr.link_ids.size, 1)), np.int64)
+    _core._waterfill(np.arange(n), n, csr.indptr, csr.link_ids, capacity, out, entries[0], entries[1])
+    return out[:n]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda links: st.tuples(
+    st.lists(st.lists(st.integers(0, links - 1), max_size=4), max_size=60),
+    st.lists(st.sampled_from([1.0, 2.0, 3.0, 7.5, 1e9]), min_size=links, max_size=links))))
+def test_water_filling_gives_the_progressive_fillings_rates(case):
+    # the engine's rates for 4,096 flows and more: the same unique max-min allocation, up to rounding
+    flows, capacity = case
+    np.testing.assert_allclose(_waterfill(flows, np.array(capacity)), maxmin_rates(flows, np.array(capacity)),
+                               rtol=1e-12)
+
+
+def test_an_all_to_all_past_the_water_filling_threshold_is_the_python_engines():
+    # 72 GPUs: 5,112 flows over their sender's link out and receiver's link in, more than WATERFILL_FLOWS at once
+    num_gpus = 72
+    src, dst = np.nonzero(~np.eye(num_gpus, dtype=bool))
+    assert src.size >= _core.WATERFILL_FLOWS
+    sizes = np.random.default_rng(5).choice([1e6, 2e6, 3.5e6], src.size)
+    graph = TaskGraph.from_tasks([transfer(f"f{i}", s, [a, num_gpus + b])
+                                  for i, (s, a, b) in enumerate(zip(sizes, src, dst))])
+    py, fast = _both(graph, np.full(2 * num_gpus, 50e9))
+    np.testing.assert_allclose(fast.end_s, py.end_s, rtol=1e-9)
+    assert fast.engine_events == py.engine_events

@@ -236,6 +236,96 @@ def _maxmin(active: np.ndarray, n: int, link_indptr: np.ndarray, link_ids: np.nd
                 used[link] = 0.0
 
 
+WATERFILL_FLOWS = 4096
+"""From this many active flows on, rates come from sequential water-filling (``_waterfill``, O(E log L)) instead
+of the parallel rounds (O(rounds x E), and the rounds grow with a skewed all-to-all's group). Both give the unique
+max-min allocation; their sums differ only in rounding, so below this (every preset's step) the rounds keep the
+timelines bit-identical to the Python engine's."""
+
+
+@njit(cache=True)
+def _heap_push(key: np.ndarray, val: np.ndarray, size: int, k: float, v: int) -> int:
+    i = size
+    key[i], val[i] = k, v
+    while i > 0:
+        parent = (i - 1) // 2
+        if key[parent] <= key[i]:
+            break
+        key[i], key[parent] = key[parent], key[i]
+        val[i], val[parent] = val[parent], val[i]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(key: np.ndarray, val: np.ndarray, size: int) -> int:
+    size -= 1
+    key[0], val[0] = key[size], val[size]
+    i = 0
+    while True:
+        left, right, first = 2 * i + 1, 2 * i + 2, i
+        if left < size and key[left] < key[first]:
+            first = left
+        if right < size and key[right] < key[first]:
+            first = right
+        if first == i:
+            return size
+        key[i], key[first] = key[first], key[i]
+        val[i], val[first] = val[first], val[i]
+        i = first
+
+
+@njit(cache=True, error_model="numpy")
+def _waterfill(active: np.ndarray, n: int, link_indptr: np.ndarray, link_ids: np.ndarray, capacity: np.ndarray,
+               out: np.ndarray, entry_flow: np.ndarray, entry_link: np.ndarray) -> None:
+    """Max-min fair rates by sequential water-filling (Bertsekas & Gallager, "max-min flow control"): the link with
+    the least fair share saturates first and freezes its flows at that share; the others' shares only rise, so each
+    link's key in a heap stays a lower bound of its share, and a link popped with a key below its share goes back
+    in at its share (each link is re-keyed only when it reaches the top)."""
+    num_links = capacity.size
+    remaining = capacity.copy()
+    count = np.zeros(num_links)
+    e = _entries(active, n, link_indptr, link_ids, count, out, entry_flow, entry_link)
+    # the flows on each link (CSR over entries)
+    start = np.zeros(num_links + 1, np.int64)
+    for j in range(e):
+        start[entry_link[j] + 1] += 1
+    for link in range(num_links):
+        start[link + 1] += start[link]
+    fill, on_link = start[:-1].copy(), np.empty(e, np.int64)
+    first = np.zeros(n + 1, np.int64)  # each flow's entries (they are grouped by flow)
+    for j in range(e):
+        on_link[fill[entry_link[j]]] = entry_flow[j]
+        fill[entry_link[j]] += 1
+        first[entry_flow[j] + 1] = j + 1
+    for i in range(n):
+        first[i + 1] = max(first[i + 1], first[i])
+    frozen = np.zeros(n, np.bool_)
+    key, val, size = np.empty(num_links), np.empty(num_links, np.int64), 0
+    for link in range(num_links):
+        if count[link] > 0:
+            size = _heap_push(key, val, size, remaining[link] / count[link], link)
+    while size > 0:
+        least, link = key[0], val[0]
+        size = _heap_pop(key, val, size)
+        if count[link] <= 0:
+            continue  # its flows were all frozen by other links
+        share = remaining[link] / count[link]
+        if share > least:  # its share rose since it was pushed: a lower bound no more, so back in at its share
+            size = _heap_push(key, val, size, share, link)
+            continue
+        for p in range(start[link], start[link + 1]):
+            i = on_link[p]
+            if frozen[i]:
+                continue
+            frozen[i] = True
+            out[i] = share
+            for j in range(first[i], first[i + 1]):
+                other = entry_link[j]
+                remaining[other] = max(remaining[other] - share, 0.0)
+                count[other] -= 1.0
+
+
 # ---------------------------------------------------------------- the engine
 
 
@@ -338,7 +428,10 @@ def _recompute(clock, count, heap_time, heap_key, active, remaining, rate, finis
     n = count[_ACTIVE]
     if n == 0:
         return True
-    _maxmin(active, n, link_indptr, link_ids, capacity, rates, entry_flow, entry_link)
+    if n >= WATERFILL_FLOWS:
+        _waterfill(active, n, link_indptr, link_ids, capacity, rates, entry_flow, entry_link)
+    else:
+        _maxmin(active, n, link_indptr, link_ids, capacity, rates, entry_flow, entry_link)
     next_s, least = np.inf, np.inf
     for i in range(n):
         f = active[i]
