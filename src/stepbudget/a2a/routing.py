@@ -349,7 +349,9 @@ def pair_skew_matrix(n_gpus, bytes_per_gpu, skew, rng=None) -> np.ndarray:
     n = _count("n_gpus", n_gpus, 2)
     s = _zipf_exponent(skew)
     gen = _rng(rng)
-    weight = np.arange(1, n, dtype=np.float64) ** -s
+    # Python's pow, not numpy's: numpy picks a vectorized pow by CPU (AVX-512 or not) whose last bits differ, and
+    # a matrix must be the same bytes on every machine (tests/fixtures/speed holds digests of these)
+    weight = np.array([float(rank) ** -s for rank in range(1, n)])
     weight /= weight.sum()
     D = np.zeros((n, n))
     for i in range(n):
