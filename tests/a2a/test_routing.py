@@ -183,6 +183,40 @@ def test_forwarding_counts_copies_not_on_the_relay_gpu():
     assert nl.nvlink[2, 3] == 2 * per_token and nl.nvlink.sum() == 2 * per_token
 
 
+def _limit_by_sorting(experts, pi, e2s, S, Mn, k):
+    """The node limit's repair as written before issue 21: two stable sorts over every server and expert."""
+    cells = experts.shape[0]
+    hits = np.zeros((cells, S))
+    np.add.at(hits, (np.arange(cells)[:, None], e2s[experts]), 1.0 + pi[experts] / (k + 1))
+    if Mn >= S or ((hits > 0).sum(axis=1) <= Mn).all():
+        return experts
+    kept = np.zeros_like(hits, dtype=bool)
+    np.put_along_axis(kept, np.argsort(-hits, axis=1, kind="stable")[:, :Mn], True, axis=1)
+    allowed = kept @ (e2s[None, :] == np.arange(S)[:, None])
+    chosen = np.zeros_like(allowed)
+    np.put_along_axis(chosen, experts, True, axis=1)
+    return np.argsort(-np.where(allowed, pi + 2.0 * chosen, -1.0), axis=1, kind="stable")[:, :k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_node_limit_repair_is_the_stable_sorts(data):
+    # the repair picks from a few candidates per cell; it must pick what sorting every expert picked, ties and
+    # short refills (fewer allowed experts than k) included
+    S, G = data.draw(st.integers(2, 9)), data.draw(st.integers(1, 4))
+    E = S * G * data.draw(st.integers(1, 3))
+    k, Mn = data.draw(st.integers(1, min(E, 9))), data.draw(st.integers(1, S))
+    placement = data.draw(st.sampled_from(["round-robin", "random"]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    gpu = np.arange(E) % (S * G) if placement == "round-robin" else rng.integers(0, S * G, E)
+    e2s = gpu // G
+    pi = np.minimum(rng.random(E), 1.0)
+    pi[rng.random(E) < 0.3] = pi[0]  # popularity ties
+    experts = np.stack([rng.choice(E, k, replace=False) for _ in range(int(rng.integers(1, 40)))])
+    got = routing._limit_nodes(experts, pi, e2s, S, Mn, k, routing._popular_on_servers(pi, e2s, S, k))
+    assert np.array_equal(got, _limit_by_sorting(experts, pi, e2s, S, Mn, k))
+
+
 @pytest.mark.parametrize(("E", "k", "S", "G"), [(128, 8, 4, 8), (64, 6, 8, 4), (32, 3, 2, 8)])
 def test_remote_nodes_closed_form_matches_sampled_routing(E, k, S, G):
     """Uniform routing, no binding limit: the sampled NIC crossings per token are the closed form's."""

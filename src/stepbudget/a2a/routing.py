@@ -306,10 +306,10 @@ def node_limited_traffic(
     pi = expert_popularity(E, k, skew, gen)
     cells = _sample_cells(pi, k, T, n, gen)
     copies, nic, nvlink = np.zeros((n, n)), np.zeros((n, n)), np.zeros((n, n))
-    on_server = e2s[None, :] == np.arange(S)[:, None]  # (S, E)
     node_visits = 0.0
+    popular = _popular_on_servers(pi, e2s, S, k)
     for src in range(n):
-        experts = _limit_nodes(cells.experts[src], pi, e2s, on_server, S, Mn, k)  # (E cells, k)
+        experts = _limit_nodes(cells.experts[src], pi, e2s, S, Mn, k, popular)  # (E cells, k)
         node_visits += _route_source(src, experts, cells.tokens[src].astype(np.float64), e2g, S, G, copies, nic, nvlink)
     np.fill_diagonal(nvlink, 0.0)  # the relay GPU is the expert's GPU: no hop
     return NodeLimitedTraffic(
@@ -320,20 +320,58 @@ def node_limited_traffic(
     )
 
 
-def _limit_nodes(experts, pi, e2s, on_server, S: int, Mn: int, k: int) -> np.ndarray:
-    """Repair each cell's expert set (rows) to span at most ``Mn`` servers; shape kept."""
-    hits = np.zeros((experts.shape[0], S))
-    np.add.at(hits, (np.arange(experts.shape[0])[:, None], e2s[experts]), 1.0 + pi[experts] / (k + 1))
+def _limit_nodes(experts, pi, e2s, S: int, Mn: int, k: int, popular: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Repair each cell's expert set (rows) to span at most ``Mn`` servers; shape kept.
+
+    Each cell keeps the ``Mn`` servers holding most of its experts (ties: larger popularity, then lower server),
+    and its experts are the first ``k`` of a stable sort of ``-priority``: its chosen experts on kept servers
+    (priority ``pi + 2 >= 2``, as ``pi <= 1``; popularities closer than 2's rounding, 4e-16, would tie), then
+    the other experts on kept servers (``pi``), popularity ties by index, then the rest (-1) by index.
+    ``popular``: ``_popular_on_servers(pi, e2s, S, k)``.
+    """
+    cells = experts.shape[0]
+    hits = np.zeros((cells, S))
+    np.add.at(hits, (np.arange(cells)[:, None], e2s[experts]), 1.0 + pi[experts] / (k + 1))
     if Mn >= S or ((hits > 0).sum(axis=1) <= Mn).all():
         return experts
     keep_rank = np.argsort(-hits, axis=1, kind="stable")[:, :Mn]  # servers with most chosen experts
-    kept = np.zeros_like(hits, dtype=bool)
-    np.put_along_axis(kept, keep_rank, True, axis=1)
-    allowed = kept @ on_server  # (cells, E): expert on a kept server
-    chosen = np.zeros_like(allowed)
-    np.put_along_axis(chosen, experts, True, axis=1)
-    priority = np.where(allowed, pi + 2.0 * chosen, -1.0)  # keep chosen experts, refill by popularity
-    return np.argsort(-priority, axis=1, kind="stable")[:, :k]
+    per_server = np.bincount(e2s, minlength=S)
+    if (per_server[keep_rank].sum(axis=1) < k).any():  # a refill short of allowed experts: the rest by index
+        kept = np.zeros_like(hits, dtype=bool)
+        np.put_along_axis(kept, keep_rank, True, axis=1)
+        allowed = kept[:, e2s]  # (cells, E): expert on a kept server
+        chosen = np.zeros_like(allowed)
+        np.put_along_axis(chosen, experts, True, axis=1)
+        priority = np.where(allowed, pi + 2.0 * chosen, -1.0)  # keep chosen experts, refill by popularity
+        return np.argsort(-priority, axis=1, kind="stable")[:, :k]
+    return _refill(experts, keep_rank, e2s, *popular, k)
+
+
+def _popular_on_servers(pi: np.ndarray, e2s: np.ndarray, S: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each expert's place in the popularity order (ties by index), and each server's ``2k`` most popular experts
+    (S, w), -1 padded: the refill's candidates (at most k of them are a cell's own)."""
+    by_popularity = np.argsort(-pi, kind="stable")
+    position = np.empty(pi.size, dtype=np.int64)
+    position[by_popularity] = np.arange(pi.size)
+    per_server = np.bincount(e2s, minlength=S)
+    on_server = np.full((S, int(min(2 * k, per_server.max()))), -1, dtype=np.int64)
+    for server in range(S):
+        mine = by_popularity[e2s[by_popularity] == server][: on_server.shape[1]]
+        on_server[server, : mine.size] = mine
+    return position, on_server
+
+
+def _refill(experts, keep_rank, e2s, position, on_server, k: int) -> np.ndarray:
+    """``_limit_nodes``' first k from a few candidates a cell, not all E experts: its own experts on kept
+    servers, then the kept servers' most popular experts it did not choose."""
+    E, cells = position.size, experts.shape[0]
+    candidates = on_server[keep_rank].reshape(cells, -1)  # (cells, Mn * w), -1 padded
+    kept_own = (e2s[experts][:, :, None] == keep_rank[:, None, :]).any(axis=2)  # (cells, k)
+    own = (candidates[:, :, None] == experts[:, None, :]).any(axis=2)  # a candidate the cell chose already
+    key = np.concatenate([np.where(kept_own, position[experts], 3 * E),
+                          np.where((candidates >= 0) & ~own, E + position[candidates.clip(0)], 3 * E)], axis=1)
+    pick = np.argsort(key, axis=1, kind="stable")[:, :k]  # keys of the picked are distinct
+    return np.take_along_axis(np.concatenate([experts, candidates], axis=1), pick, axis=1)
 
 
 # ---------------------------------------------------------------- summaries
