@@ -7,10 +7,10 @@ step. ``D`` is the (S*G, S*G) dispatch matrix in bytes (routing.py); the diagona
 
 Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates_padded`, max-min fairness by
 progressive filling. The plain all-to-all starts every pair at once on the simulator's engine
-(``stepbudget.sim.engine.run_graph``), which re-shares the links under that rule each time a flow
-ends, so a receiver that many senders target (incast) is shared among them while their other flows
-finish; :func:`fluid_finish_times` is the same rule as a fluid, the reference it replaced. FAST sends
-its staged schedule only where that beats plain.
+(``stepbudget.sim.flows.matrix_end_times``: ``run_graph``'s end times on a dense path), which re-shares the
+links under that rule each time a flow ends, so a receiver that many senders target (incast) is shared
+among them while their other flows finish; :func:`fluid_finish_times` is the same rule as a fluid, the
+reference it replaced. FAST sends its staged schedule only where that beats plain.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.maxmin import maxmin_rates_unchecked
-from stepbudget.sim.engine import run_graph
-from stepbudget.sim.graph import TaskGraph, TaskKind
+from stepbudget.sim.flows import matrix_end_times
 
 from .routing import check_traffic_matrix, server_matrix
 from .schedule import Matching, FastSchedule, balance_intra_server, fast_schedule
@@ -185,17 +184,13 @@ def lower_bound_s(D, servers, gpus_per_server, B_out, B_up) -> float:
     return float(max(out_s, _intrinsic_s(D, S, G, B_up)))
 
 
-def _alltoall_flows(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarray]:
-    """Flows of a plain all-to-all: sizes (F,) and links (F, 2).
-
-    Links: NIC out of GPU g = g, NIC in = n + g, scale-up out = 2n + g, scale-up in = 3n + g.
-    An inter-server flow leaves on the sender's NIC and enters on the receiver's NIC.
-    """
-    n = S * G
-    src, dst = np.nonzero(D * ~np.eye(n, dtype=bool))
-    remote = src // G != dst // G
-    links = np.where(remote[:, None], np.stack([src, n + dst], axis=1), np.stack([2 * n + src, 3 * n + dst], axis=1))
-    return D[src, dst], links
+def _parts(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """The plain all-to-all's two sets of flows, each an (n, n) matrix of bytes: over the network (GPUs of
+    different servers, NIC out of the sender to NIC in of the receiver) and over scale-up (the same server's
+    other GPUs, scale-up port out to port in). They share no link, so they are timed apart."""
+    server = np.arange(S * G) // G
+    same = server[:, None] == server[None, :]
+    return np.where(same, 0.0, D), np.where(same & ~np.eye(S * G, dtype=bool), D, 0.0)
 
 
 _GROUP_MIN_FLOWS = 256  # below this many flows, every end is its own event (exact)
@@ -208,37 +203,24 @@ flow's own, so its error is one-sided and twice the fluid's at the same toleranc
 it within PLAIN_GROUP_RTOL of the fluid (measured within 5e-4 on 8 x 8 and 16 x 8 uniform, Zipf and pair-skewed
 loads; at 1e-3 it was 1.5e-3 off)."""
 
-Finisher = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], float]
-"""``finish(sizes, links, capacities, before, total) -> s``: when the last of these flows ends, all started at
-t = 0; ``before`` of the ``total`` flows ran in parts timed already (for a progress count)."""
-
-
-def _plain_capacities(n: int, B_out: float, B_up: float) -> np.ndarray:
-    """Link rates of :func:`_alltoall_flows`' links: 2n NIC directions at B_out, then 2n scale-up ports at B_up."""
-    return np.concatenate([np.full(2 * n, B_out), np.full(2 * n, B_up)])
+Finisher = Callable[[np.ndarray, float, int, int], float]
+"""``finish(sizes, rate, before, total) -> s``: when the last flow of ``sizes`` (n, n) ends, all started at t = 0,
+the flow of entry (i, j) leaving on GPU i's link and entering on GPU j's, every link at ``rate`` bytes/s; ``before``
+of the ``total`` flows ran in parts timed already (for a progress count)."""
 
 
 def _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, finish: Finisher) -> float:
     """The plain all-to-all, its network and scale-up flows timed apart by ``finish``, plus one ``alpha_s``."""
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
-    sizes, links = _alltoall_flows(D, S, G)
-    if sizes.size == 0:
-        return 0.0
-    capacities = _plain_capacities(S * G, B_out, B_up)
-    remote = links[:, 0] < S * G  # NIC flows and scale-up flows share no link: simulate them apart
-    ends = [finish(sizes[part], links[part], capacities, before, sizes.size)
-            for part, before in ((remote, 0), (~remote, int(remote.sum()))) if part.any()]
+    parts = [(sizes, rate, int(np.count_nonzero(sizes))) for sizes, rate in zip(_parts(D, S, G), (B_out, B_up))]
+    total = sum(flows for _, _, flows in parts)
+    ends, before = [], 0
+    for sizes, rate, flows in parts:
+        if flows:
+            ends.append(finish(sizes, rate, before, total))
+            before += flows
     # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
-    return (alpha_s if remote.any() else 0.0) + max(ends)
-
-
-def _transfer_graph(sizes: np.ndarray, links: np.ndarray) -> TaskGraph:
-    """One root TRANSFER task per flow: ``sizes`` (F,) bytes over ``links`` (F, 2), no dependencies."""
-    F = sizes.size
-    return TaskGraph(kind=np.full(F, TaskKind.TRANSFER, dtype=np.int8), stream=np.full(F, -1),
-                     duration_s=np.zeros(F), size_bytes=sizes, link_indptr=np.arange(0, 2 * F + 1, 2),
-                     link_ids=links.ravel(), dep_indptr=np.zeros(F + 1, dtype=np.int64),
-                     dep_ids=np.empty(0, dtype=np.int64))
+    return (alpha_s if parts[0][2] else 0.0) + max(ends, default=0.0)
 
 
 _EXACT_RTOL = 1e-12
@@ -246,22 +228,25 @@ _EXACT_RTOL = 1e-12
 
 
 def _engine_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
-    """Flows as root transfers of the simulator's engine (run_graph), max-min shared, re-shared as they end."""
-    def finish(sizes, links, capacities, before, total) -> float:
+    """Flows as root transfers of the simulator's engine (``matrix_end_times``: run_graph's end times on a dense
+    path), max-min shared, re-shared as they end."""
+    def finish(sizes, rate, before, total) -> float:
         watch = None if progress is None else lambda ended, _: progress(before + ended, total)
-        rtol = PLAIN_FINISH_RTOL if sizes.size > _GROUP_MIN_FLOWS else _EXACT_RTOL
-        timeline = run_graph(_transfer_graph(sizes, links), capacities, finish_rtol=rtol, progress=watch)
-        return float(timeline.end_s.max(initial=0.0))
+        rtol = PLAIN_FINISH_RTOL if np.count_nonzero(sizes) > _GROUP_MIN_FLOWS else _EXACT_RTOL
+        links = np.full(sizes.shape[0], rate)
+        return float(matrix_end_times(sizes, links, links, finish_rtol=rtol, progress=watch).max(initial=0.0))
 
     return finish
 
 
 def _fluid_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
     """Flows under :func:`fluid_finish_times`, those due within PLAIN_GROUP_RTOL of the elapsed time together."""
-    def finish(sizes, links, capacities, before, total) -> float:
+    def finish(sizes, rate, before, total) -> float:
         watch = None if progress is None else lambda done, _: progress(before + done, total)
-        return float(fluid_finish_times(sizes, links, capacities, group_rtol=PLAIN_GROUP_RTOL,
-                                        progress=watch).max(initial=0.0))
+        src, dst = np.nonzero(sizes)
+        links = np.stack([src, sizes.shape[0] + dst], axis=1)
+        return float(fluid_finish_times(sizes[src, dst], links, np.full(2 * sizes.shape[0], rate),
+                                        group_rtol=PLAIN_GROUP_RTOL, progress=watch).max(initial=0.0))
 
     return finish
 
@@ -270,7 +255,7 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
                      progress: Callable[[int, int], None] | None = None) -> float:
     """Completion time (s) of an all-to-all that starts every pair at once (NCCL-like).
 
-    Every GPU pair is one root transfer of the simulator's engine (:func:`stepbudget.sim.engine.run_graph`),
+    Every GPU pair is one root transfer of the simulator's engine (:func:`stepbudget.sim.flows.matrix_end_times`),
     sharing the NICs (B_out) and scale-up ports (B_up) max-min fairly, re-shared as transfers end; plus one
     ``alpha_s``. Past _GROUP_MIN_FLOWS flows, those due within PLAIN_FINISH_RTOL of the elapsed time end
     together. ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up
