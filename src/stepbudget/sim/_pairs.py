@@ -19,23 +19,27 @@ from stepbudget.sim._core import WATERFILL_FLOWS, _heap_pop, _heap_push, _maxmin
 
 # what advance returns (as _core.advance)
 DONE, PAUSED, UNDERFLOW = 0, 1, 3
-# scalar state: clock[0] now, clock[1] last drain; count[0] moving flows, count[1] events, count[2] ended
+# scalar state: clock[0] now (the last finish), clock[1] the bytes' time (drained to it); count[0] positions in
+# use, count[1] events, count[2] ended, count[3] ended but still in place (holes)
 _NOW, _LAST = 0, 1
-_MOVING, EVENTS, ENDED = 0, 1, 2
+_SLOTS, EVENTS, ENDED, _HOLES = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, eq=False)
 class State:
-    """The flows still moving, by position in task order (compacted as flows end), and which pairs still move."""
+    """The flows still moving, by position in task order, and which pairs still move. Flows that end stay in
+    place as holes (``done``) until a quarter of the positions are holes, then the rest close up in order."""
 
-    clock: np.ndarray  # (2,) now, last drain
-    count: np.ndarray  # (3,) moving, events, ended
+    clock: np.ndarray  # (2,) now, the time ``remaining`` holds
+    count: np.ndarray  # (4,) positions, events, ended, holes
     ids: np.ndarray  # (F,) the task of each position
-    row: np.ndarray  # (F,) its row: link ``row``
-    col: np.ndarray  # (F,) its column: link ``R + col``
+    row: np.ndarray  # (F,) int32: its row, link ``row``
+    col: np.ndarray  # (F,) int32: its column, link ``R + col``
+    done: np.ndarray  # (F,) ended: a hole
     remaining: np.ndarray  # (F,) bytes left, as of clock[_LAST]
-    rate: np.ndarray  # (F,) B/s
+    rate: np.ndarray  # (F,) B/s since clock[_LAST]
     finish_at: np.ndarray  # (F,) s
+    candidates: np.ndarray  # (F,) work row: positions that may be due
     live: np.ndarray  # (R + C,) flows moving on each link
     moving: np.ndarray  # (R, C) 1.0 where the pair's flow moves, else 0.0
     moving_t: np.ndarray  # (C, R) the same, transposed: a column's flows contiguous
@@ -47,9 +51,10 @@ def new_state(size_bytes: np.ndarray) -> State:
     F = row.size
     moving = (size_bytes > 0).astype(np.float64)
     live = np.concatenate([moving.sum(axis=1), moving.sum(axis=0)]).astype(np.int64)
-    return State(clock=np.zeros(2), count=np.array([F, 0, 0], np.int64), ids=np.arange(F), row=row, col=col,
+    return State(clock=np.zeros(2), count=np.array([F, 0, 0, 0], np.int64), ids=np.arange(F),
+                 row=row.astype(np.int32), col=col.astype(np.int32), done=np.zeros(F, np.bool_),
                  remaining=size_bytes[row, col].astype(np.float64), rate=np.zeros(F), finish_at=np.zeros(F),
-                 live=live, moving=moving, moving_t=moving.T.copy())
+                 candidates=np.empty(F, np.int64), live=live, moving=moving, moving_t=moving.T.copy())
 
 
 @njit(cache=True, error_model="numpy")
@@ -104,36 +109,95 @@ def _waterfill(capacity: np.ndarray, live: np.ndarray, moving: np.ndarray, movin
 
 
 @njit(cache=True, error_model="numpy")
-def _end_due(clock, count, ids, row, col, remaining, rate, finish_at, live, moving, moving_t, end_s, n: int,
-             next_s: float, rtol: float) -> int:
-    """The engine's finish: drain to ``next_s``, end the flows due within rtol of the elapsed time, keep the rest
-    in order; returns how many are kept."""
-    R = moving.shape[0]
-    elapsed = next_s - clock[_LAST]
-    clock[_NOW] = clock[_LAST] = next_s
-    due_by = next_s + rtol * max(next_s, 1e-9)
+def _close_up(clock, count, ids, row, col, done, remaining, rate, finish_at) -> int:
+    """Drop the holes, keeping the order, and drain the rest to now; returns the flows moving."""
+    elapsed = clock[_NOW] - clock[_LAST]
     kept = 0
-    for i in range(n):
+    for i in range(count[_SLOTS]):
+        if done[i]:
+            continue
         r = remaining[i]
         if elapsed > 0:
             r = max(r - rate[i] * elapsed, 0.0)
-        if finish_at[i] <= due_by:
-            end_s[ids[i]] = next_s
-            a, b = row[i], col[i]
-            moving[a, b] = moving_t[b, a] = 0.0
-            live[a] -= 1
-            live[R + b] -= 1
-        else:
-            ids[kept], row[kept], col[kept] = ids[i], row[i], col[i]
-            remaining[kept], rate[kept], finish_at[kept] = r, rate[i], finish_at[i]
-            kept += 1
-    count[ENDED] += n - kept
+        ids[kept], row[kept], col[kept], done[kept] = ids[i], row[i], col[i], False
+        remaining[kept], rate[kept], finish_at[kept] = r, rate[i], finish_at[i]
+        kept += 1
+    clock[_LAST] = clock[_NOW]
+    count[_SLOTS], count[_HOLES] = kept, 0
     return kept
 
 
 @njit(cache=True, error_model="numpy")
-def advance(capacity, indptr, link_ids, rtol, max_events, clock, count, ids, row, col, remaining, rate, finish_at,
-            live, moving, moving_t, end_s, diag) -> int:
+def _due_by(t: float, rtol: float) -> float:
+    """The latest finish that ends with one due at ``t`` (run_graph's grouping)."""
+    return t + rtol * max(t, 1e-9)
+
+
+@njit(cache=True, error_model="numpy")
+def _reshare_pass(clock, count, row, col, done, remaining, rate, finish_at, candidates, level, rank, R: int,
+                  levels: bool, rtol: float) -> tuple[float, int]:
+    """One pass over the flows: drain each to now at its old rate, take its new rate (the share of the first of
+    its links to fill, with ``levels``; else already in ``rate``), and its finish. Returns the first finish and
+    how many positions may be due with it: each that was, when the pass reached it, due with the first finish
+    so far (a superset of those due with the first of all, as the first only comes earlier)."""
+    now = clock[_NOW]
+    elapsed = now - clock[_LAST]
+    first, latest, found = np.inf, np.inf, 0
+    for i in range(count[_SLOTS]):
+        if done[i]:
+            continue
+        r = remaining[i]
+        if elapsed > 0:
+            r = max(r - rate[i] * elapsed, 0.0)
+            remaining[i] = r
+        if levels:
+            a, b = row[i], R + col[i]
+            rate[i] = level[a] if rank[a] < rank[b] else level[b]
+        at = now + r / rate[i]
+        finish_at[i] = at
+        if at <= latest:
+            candidates[found] = i
+            found += 1
+            if at < first:
+                first = at
+                latest = _due_by(at, rtol)
+    clock[_LAST] = now
+    return first, found
+
+
+@njit(cache=True, error_model="numpy")
+def _end(count, ids, row, col, done, finish_at, candidates, found: int, first: float, rtol: float, live, moving,
+         moving_t, end_s) -> None:
+    """The engine's finish at ``first``: the flows due within rtol of the elapsed time end there."""
+    R = moving.shape[0]
+    latest = _due_by(first, rtol)
+    ended = 0
+    for k in range(found):
+        i = candidates[k]
+        if finish_at[i] <= latest:
+            done[i] = True
+            end_s[ids[i]] = first
+            a, b = row[i], col[i]
+            moving[a, b] = moving_t[b, a] = 0.0
+            live[a] -= 1
+            live[R + b] -= 1
+            ended += 1
+    count[ENDED] += ended
+    count[_HOLES] += ended
+
+
+@njit(cache=True, error_model="numpy")
+def _least_rate(count, done, rate) -> float:
+    least = np.inf
+    for i in range(count[_SLOTS]):
+        if not done[i]:
+            least = min(least, rate[i])
+    return least
+
+
+@njit(cache=True, error_model="numpy")
+def advance(capacity, indptr, link_ids, rtol, max_events, clock, count, ids, row, col, done, remaining, rate,
+            finish_at, candidates, live, moving, moving_t, end_s, diag) -> int:
     """Re-share, then end the flows due, until none is left (DONE), ``max_events`` have run (PAUSED) or rates
     underflow (UNDERFLOW; ``diag`` holds the flows moving and the least rate). ``indptr, link_ids``: every task's
     two links as the task graph lists them (``_core._maxmin``'s rounds read them below WATERFILL_FLOWS)."""
@@ -144,30 +208,26 @@ def advance(capacity, indptr, link_ids, rtol, max_events, clock, count, ids, row
     key, val = np.empty(num_links), np.empty(num_links, np.int64)
     entries = np.empty((2, max(2 * ids.size, 1)), np.int64)
     ran = 0
-    while count[_MOVING] > 0:
+    while count[_SLOTS] > count[_HOLES]:
         if ran >= max_events:
             return PAUSED
         ran += 1
-        n = count[_MOVING]
-        # the re-sharing (_core._recompute): every flow was drained to this instant when the last flows ended
+        n = count[_SLOTS] - count[_HOLES]
+        # the re-sharing (_core._recompute)
         levels = n >= WATERFILL_FLOWS
         if levels:
+            if 4 * count[_HOLES] > count[_SLOTS]:
+                _close_up(clock, count, ids, row, col, done, remaining, rate, finish_at)
             _waterfill(capacity, live, moving, moving_t, level, rank, left, share_count, open_, key, val)
-        else:  # the rounds of the engine's max-min, called as it calls them
+        else:  # the rounds of the engine's max-min, called as it calls them on the moving flows in task order
+            _close_up(clock, count, ids, row, col, done, remaining, rate, finish_at)
             _maxmin(ids, n, indptr, link_ids, capacity, rate, entries[0], entries[1])
-        now = clock[_NOW]
-        next_s, least = np.inf, np.inf
-        for i in range(n):
-            if levels:  # the share of the first of its links to fill
-                a, b = row[i], R + col[i]
-                rate[i] = level[a] if rank[a] < rank[b] else level[b]
-            finish_at[i] = now + remaining[i] / rate[i]
-            next_s = min(next_s, finish_at[i])
-            least = min(least, rate[i])
+        first, found = _reshare_pass(clock, count, row, col, done, remaining, rate, finish_at, candidates, level,
+                                     rank, R, levels, rtol)
         count[EVENTS] += 2  # the engine's re-sharing and finish events
-        if not np.isfinite(next_s):
-            diag[0], diag[1] = n, least
+        if not np.isfinite(first):
+            diag[0], diag[1] = n, _least_rate(count, done, rate)
             return UNDERFLOW
-        count[_MOVING] = _end_due(clock, count, ids, row, col, remaining, rate, finish_at, live, moving, moving_t,
-                                  end_s, n, next_s, rtol)
+        _end(count, ids, row, col, done, finish_at, candidates, found, first, rtol, live, moving, moving_t, end_s)
+        clock[_NOW] = first
     return DONE

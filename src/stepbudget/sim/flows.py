@@ -72,8 +72,9 @@ def _compiled(size: np.ndarray, graph: TaskGraph, capacity: np.ndarray, rtol: fl
     end_s, diag = np.full(F, np.nan), np.zeros(2)
     while True:
         status = _pairs.advance(capacity, graph.link_indptr, graph.link_ids, rtol, _PROGRESS_EVENTS, state.clock,
-                                state.count, state.ids, state.row, state.col, state.remaining, state.rate,
-                                state.finish_at, state.live, state.moving, state.moving_t, end_s, diag)
+                                state.count, state.ids, state.row, state.col, state.done, state.remaining, state.rate,
+                                state.finish_at, state.candidates, state.live, state.moving, state.moving_t, end_s,
+                                diag)
         if progress is not None:
             progress(int(state.count[_pairs.ENDED]), F)
         if status == _pairs.DONE:
