@@ -49,11 +49,31 @@ def test_counts_are_the_same(found):
         assert got[k] == want[k], k
 
 
+def _ties(rows: list[dict]) -> list[list[dict]]:
+    """Runs of rows with the same rank (step, then memory), each in a canonical order: by its layout."""
+    runs: list[list[dict]] = []
+    for row in rows:
+        if runs and (row["step_s"], row["memory_bytes"]) == (runs[-1][0]["step_s"], runs[-1][0]["memory_bytes"]):
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return [sorted(run, key=lambda r: json.dumps({k: v for k, v in r.items() if not isinstance(v, float)},
+                                                 sort_keys=True)) for run in runs]
+
+
 def test_ranking_is_the_same(found):
+    # The same layouts in the same order, up to the order among equal ranks: 2ef4220 took those in the order
+    # argpartition gave, which depends on the CPU (search.py _first now takes them by position). The last run
+    # may be cut at the top's length, so only its ranks are compared.
     got, want = found
     assert len(got["top"]) == len(want["top"])
-    for g, w in zip(got["top"], want["top"]):
-        _same_row(g, w)
+    got_runs, want_runs = _ties(got["top"]), _ties(want["top"])
+    assert [len(r) for r in got_runs] == [len(r) for r in want_runs]
+    for g_run, w_run in zip(got_runs[:-1], want_runs[:-1]):
+        for g, w in zip(g_run, w_run):
+            _same_row(g, w)
+    for g, w in zip(got_runs[-1], want_runs[-1]):
+        assert (g["step_s"], g["memory_bytes"]) == pytest.approx((w["step_s"], w["memory_bytes"]), rel=TOL, abs=0)
 
 
 def test_best_layout_per_knob_is_the_same(found):

@@ -89,6 +89,18 @@ def _rank(row: dict) -> float:
     return row["step_s"] + TIE_S_PER_BYTE * row["memory_bytes"]
 
 
+def _first(step: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` least steps, in order, equal steps by position: the same on every machine.
+
+    ``argpartition`` alone picks among steps equal to the k-th, and orders them, by a selection whose vectorized
+    path depends on the CPU, so two machines could rank the same layouts differently."""
+    kth = step[np.argpartition(step, k - 1)[k - 1]]
+    below = np.flatnonzero(step < kth)
+    tied = np.flatnonzero(step == kth)[: k - below.size]
+    picked = np.concatenate([below, tied])
+    return picked[np.lexsort((picked, step[picked]))]
+
+
 def split_columns(base: Scenario, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``SPLIT_COLUMNS`` of a chunk: the uneven split (plan/derive.py ``uneven_split``) where pp x v does not
     divide the layer slots, as derive times it; -1 where it divides or the scenario states its own split."""
@@ -247,8 +259,7 @@ class _Tally:
         rank = np.asarray(_rank(m))
         step[fits] = rank[fits] if c.every else rank
         row = np.arange(len(fits)) if c.every else np.cumsum(fits) - 1  # chunk position -> timed row
-        k = min(self.top, len(fits))
-        for i in np.argpartition(step, k - 1)[:k]:
+        for i in _first(step, min(self.top, len(fits))):
             if fits[i]:
                 self.tops.append(layout_row(cols, m, int(row[i])))
         self._best_per_knob(cols, m, step if c.every else step[fits])
