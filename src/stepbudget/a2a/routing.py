@@ -330,8 +330,8 @@ def _limit_nodes(experts, pi, e2s, S: int, Mn: int, k: int, popular: tuple[np.nd
     ``popular``: ``_popular_on_servers(pi, e2s, S, k)``.
     """
     cells = experts.shape[0]
-    hits = np.zeros((cells, S))
-    np.add.at(hits, (np.arange(cells)[:, None], e2s[experts]), 1.0 + pi[experts] / (k + 1))
+    at = (np.arange(cells)[:, None] * S + e2s[experts]).ravel()  # bincount adds in order, as np.add.at does
+    hits = np.bincount(at, (1.0 + pi[experts] / (k + 1)).ravel(), minlength=cells * S).reshape(cells, S)
     if Mn >= S or ((hits > 0).sum(axis=1) <= Mn).all():
         return experts
     keep_rank = np.argsort(-hits, axis=1, kind="stable")[:, :Mn]  # servers with most chosen experts
@@ -365,9 +365,14 @@ def _refill(experts, keep_rank, e2s, position, on_server, k: int) -> np.ndarray:
     """``_limit_nodes``' first k from a few candidates a cell, not all E experts: its own experts on kept
     servers, then the kept servers' most popular experts it did not choose."""
     E, cells = position.size, experts.shape[0]
+    rows = np.arange(cells)[:, None]
     candidates = on_server[keep_rank].reshape(cells, -1)  # (cells, Mn * w), -1 padded
-    kept_own = (e2s[experts][:, :, None] == keep_rank[:, None, :]).any(axis=2)  # (cells, k)
-    own = (candidates[:, :, None] == experts[:, None, :]).any(axis=2)  # a candidate the cell chose already
+    kept = np.zeros((cells, on_server.shape[0]), dtype=bool)
+    kept[rows, keep_rank] = True
+    kept_own = kept[rows, e2s[experts]]  # (cells, k): a chosen expert on a kept server
+    chosen = np.zeros((cells, E), dtype=bool)
+    chosen[rows, experts] = True
+    own = chosen[rows, candidates.clip(0)]  # a candidate the cell chose already
     key = np.concatenate([np.where(kept_own, position[experts], 3 * E),
                           np.where((candidates >= 0) & ~own, E + position[candidates.clip(0)], 3 * E)], axis=1)
     pick = np.argsort(key, axis=1, kind="stable")[:, :k]  # keys of the picked are distinct
