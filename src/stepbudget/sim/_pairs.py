@@ -150,9 +150,10 @@ def _reshare_pass(clock, count, row, col, done, remaining, rate, finish_at, cand
         if elapsed > 0:
             r = max(r - rate[i] * elapsed, 0.0)
             remaining[i] = r
-        if levels:
-            a, b = row[i], R + col[i]
-            rate[i] = level[a] if rank[a] < rank[b] else level[b]
+        if levels:  # both loaded, then one picked: a select, not a branch taken half the time at random
+            a, b = np.uint64(row[i]), np.uint64(R + col[i])  # unsigned: no check for a negative index
+            share_a, share_b = level[a], level[b]
+            rate[i] = share_a if rank[a] < rank[b] else share_b
         at = now + r / rate[i]
         finish_at[i] = at
         if at <= latest:
