@@ -57,12 +57,13 @@ def _npy(header: object, body: bytes = b"", version: bytes = b"\x01\x00") -> byt
 
 
 @pytest.mark.parametrize("S, G, fragments", [
-    (100_000, 8, ["100,000 x 8 = 800,000 GPUs", "800,000 x 800,000 traffic matrix needs 4.7 TiB", "years",
-                  "at most 256 GPUs (e.g. 32 x 8)"]),
-    (4096, 1, ["4,096 x 1 = 4,096 GPUs", "128.0 MiB", "hours", "at most 256"]),
-    (10**22, 8, ["~10^22 x 8 = ~10^23 GPUs", "~10^47 bytes", "at most 256"]),
-    (10**400, 10**400, ["~10^400 x ~10^400", "at most 256"]),  # past a float: the words stay in ints and logs
-    (33, 8, ["33 x 8 = 264 GPUs: over the 256 one all-to-all is timed for", "give at most 256"]),
+    (100_000, 8, ["100,000 x 8 = 800,000 GPUs", "800,000 x 800,000 traffic matrix needs 4.7 TiB", "days",
+                  "at most 1,024 GPUs (e.g. 128 x 8)"]),
+    (16384, 1, ["16,384 x 1 = 16,384 GPUs", "2.0 GiB", "hours", "at most 1,024"]),
+    (4096, 1, ["4,096 x 1 = 4,096 GPUs: over the 1,024", "~9 min at 4,096", "give at most 1,024"]),
+    (10**22, 8, ["~10^22 x 8 = ~10^23 GPUs", "~10^47 bytes", "at most 1,024"]),
+    (10**400, 10**400, ["~10^400 x ~10^400", "at most 1,024"]),  # past a float: the words stay in ints and logs
+    (129, 8, ["129 x 8 = 1,032 GPUs: over the 1,024 one all-to-all is timed for", "give at most 1,024"]),
     (1, 1, ["1 x 1 = 1 GPU: an all-to-all needs at least 2 GPUs"]),
     (0, 8, ["servers is 0; give a whole number >= 1"]),
     (8, -1, ["gpus_per_server is -1"]),
@@ -76,9 +77,9 @@ def test_the_group_is_refused_by_name_in_one_line(S, G, fragments):
     assert all(f in message for f in fragments), message
 
 
-@pytest.mark.parametrize("S, G", [(32, 8), (16, 16), (256, 1), (1, 256), (1, 2), (np.int64(4), 8)])
+@pytest.mark.parametrize("S, G", [(32, 8), (128, 8), (16, 16), (1024, 1), (1, 1024), (1, 2), (np.int64(4), 8)])
 def test_groups_up_to_the_limit_pass_as_ints(S, G):
-    assert check_ep_group(S, G) == (int(S), int(G)) and MAX_EP_GPUS == 256
+    assert check_ep_group(S, G) == (int(S), int(G)) and MAX_EP_GPUS == 1024
 
 
 @pytest.fixture
@@ -91,18 +92,18 @@ def no_matrix(monkeypatch):
 
 
 @pytest.mark.parametrize("skew, S, G", [(Skew("uniform"), 100_000, 8), (Skew("pairs", 0.8), 4096, 1),
-                                        (Skew("experts", 1.2), 64, 8), (Skew("pairs", 0.8), 10**22, 8)])
+                                        (Skew("experts", 1.2), 256, 8), (Skew("pairs", 0.8), 10**22, 8)])
 def test_moe_report_refuses_a_big_group_before_any_matrix(no_matrix, skew, S, G):
     started = time.perf_counter()
-    with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: .* at most 256") as e:
+    with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: .* at most 1,024") as e:
         moe_report(DEEPSEEK, skew, S, G)
     _one_line(e)
     assert time.perf_counter() - started < 5
 
 
 def test_a_group_half_from_the_layout_is_bounded_too(no_matrix):
-    with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: 64 x 8 = 512 GPUs"):  # 8 a node: the layout's
-        moe_report(DEEPSEEK, servers=64)
+    with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: 256 x 8 = 2,048 GPUs"):  # 8 a node: the
+        moe_report(DEEPSEEK, servers=256)  # layout's
     with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: 1 x 1 = 1 GPU: an all-to-all needs"):
         moe_report(DEEPSEEK, servers=1, gpus_per_server=1)
 
@@ -275,9 +276,9 @@ def test_a_device_is_refused_without_reading_it():
     ("0,nan\n1,0\n", "has NaN at row 1, column 2"), ("0,inf\n1,0\n", "has an infinity at row 1, column 2"),
     ("0,-1\n1,0\n", "has -1 at row 1, column 2"), ("0,1e308\n1e308,0\n", "has 1e+308 bytes at row 1, column 2"),
     ("1,2,3\n4,5,6\n", "is 2 x 3, not square"), ("5\n", "is 1 x 1; an all-to-all needs at least 2 GPUs"),
-    ("0\n" * 300, "has over 64 rows (one per source GPU)"),
-    (",".join(["0"] * 300) + "\n", "has over 64 values in line 1"),
-    (" ".join(["0"] * 300) + "\n", "has over 64 values in line 1"),
+    ("0\n" * 300, f"has over {MAX_MATRIX_GPUS} rows (one per source GPU)"),
+    (",".join(["0"] * 300) + "\n", f"has over {MAX_MATRIX_GPUS} values in line 1"),
+    (" ".join(["0"] * 300) + "\n", f"has over {MAX_MATRIX_GPUS} values in line 1"),
 ])
 def test_a_bad_csv_names_the_file_and_what_is_wrong(tmp_path, text, fragment):
     path = _write(tmp_path, "m.csv", text.encode())
@@ -347,10 +348,11 @@ def test_a_group_the_matrix_does_not_fit_is_refused(no_matrix, side, servers, gp
 
 
 @pytest.mark.parametrize("args, start, fragments", [
-    (["--servers", "100000"], "--servers x --gpus-per-server: 100,000 x 8 = 800,000 GPUs", ["4.7 TiB", "at most 256"]),
+    (["--servers", "100000"], "--servers x --gpus-per-server: 100,000 x 8 = 800,000 GPUs",
+     ["4.7 TiB", "at most 1,024"]),
     (["--servers", "4096", "--gpus-per-server", "1", "--skew", "zipf:0.8"], "--servers x --gpus-per-server: 4,096",
-     ["at most 256"]),
-    (["--servers", "10000000000000000000000"], "--servers x --gpus-per-server: ~10^22 x 8", ["at most 256"]),
+     ["at most 1,024"]),
+    (["--servers", "10000000000000000000000"], "--servers x --gpus-per-server: ~10^22 x 8", ["at most 1,024"]),
     (["--skew", "zipf:nan"], "--skew: the Zipf exponent 'nan'", ["[0, 16]"]),
     (["--skew", "foo:1"], "--skew: 'foo:1' is not uniform", []),
     (["--matrix", "/dev/zero"], "--matrix: '/dev/zero' is a character device", []),

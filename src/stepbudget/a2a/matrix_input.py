@@ -20,17 +20,17 @@ import numpy as np
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_bytes
 
-MAX_EP_GPUS = 256
+MAX_EP_GPUS = 1024
 """Most GPUs in the EP group one `moe` run times (servers x gpus_per_server, or a given matrix's side).
 
-Timing the plain all-to-all grows about as the 2.5th power of the GPUs: measured on 2 cores, 16 x 8 GPUs take
-2-4 s, 32 x 8 10-18 s, 16 x 16 20 s, 256 x 1 12 s, but 64 x 8 94 s and 512 x 1 68 s (zipf:0.8). 256 is also
-DeepSeek-V3's expert count, the largest EP group its experts split over."""
+The whole `moe` report, measured on 2 cores (DeepSeek-V3, one expert per GPU past its 256): 32 x 8 GPUs take
+2 s, 64 x 8 5-6 s, 128 x 8 24 s, uniform or zipf:0.8; the plain all-to-all's dense path (sim/flows.py) is most
+of it, its flows growing as GPUs^2 and its re-sharings with them."""
 
-MAX_MATRIX_GPUS = 64
-"""Most GPUs a given matrix may be for. Its values, not only its size, set how many link-sharing rounds the plain
-all-to-all takes: measured on 2 cores, 64 GPUs of random bytes take 6 s, of bytes spread over 12 orders of
-magnitude 10 s; 128 GPUs 48 s and 217 s; 256 GPUs 4 min (a generated matrix's even rows take far fewer)."""
+MAX_MATRIX_GPUS = 128
+"""Most GPUs a given matrix may be for. Its values, not only its size, set how many re-sharings the plain
+all-to-all takes: measured on 2 cores, 128 GPUs of random bytes take 1.4 s, of bytes spread over 12 orders of
+magnitude 6 s; 256 GPUs 9 s and 47 s (a generated matrix's even rows take far fewer)."""
 
 MAX_PAIR_BYTES = 1e12
 """Most bytes one GPU pair may send in one layer call of a given matrix (1 TB).
@@ -38,8 +38,9 @@ MAX_PAIR_BYTES = 1e12
 One DeepSeek-V3 dispatch sends about 0.2 GB per GPU in all, so 1 TB a pair is a unit mistake (bits, a whole
 run); below it the FAST schedule's whole-byte sums stay far inside int64 (256^2 pairs x 1e12 < 9.2e18)."""
 
-_SECONDS_AT_LIMIT, _GROWTH = 20.0, 2.5
-"""Time to time a 256-GPU all-to-all on 2 cores, and the power of the GPU count it grows as (measured)."""
+_SECONDS_AT_LIMIT, _GROWTH = 25.0, 2.2
+"""Time to time a 1,024-GPU all-to-all on 2 cores, and the power of the GPU count it grows as (measured from 512
+to 1,024 GPUs)."""
 
 _NPY_MAGIC, _ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -65,7 +66,7 @@ def _bytes_words(b: int) -> str:
 
 
 def _log10_timing_s(gpus: int) -> float:
-    """log10 of the seconds timing an all-to-all over ``gpus`` GPUs takes, extrapolated from the measured 256."""
+    """log10 of the seconds timing an all-to-all over ``gpus`` GPUs takes, extrapolated from the measured limit."""
     return math.log10(_SECONDS_AT_LIMIT) + _GROWTH * (math.log10(gpus) - math.log10(MAX_EP_GPUS))
 
 
@@ -86,11 +87,12 @@ def _too_many(what: str, gpus: int) -> str:
     """The reason and fix that follow ``what`` (the group or the matrix) when it has over MAX_EP_GPUS GPUs."""
     log_s = _log10_timing_s(gpus)
     if log_s < math.log10(_LONG_S):
-        return (f"{what}: over the {MAX_EP_GPUS} one all-to-all is timed for (the timing grows as GPUs^{_GROWTH:g}, "
-                f"{_duration_words(log_s)} at {_count_words(gpus)}); give at most {MAX_EP_GPUS} (e.g. 32 x 8)")
+        return (f"{what}: over the {MAX_EP_GPUS:,} one all-to-all is timed for (the timing grows as "
+                f"GPUs^{_GROWTH:g}, {_duration_words(log_s)} at {_count_words(gpus)}); give at most {MAX_EP_GPUS:,} "
+                "(e.g. 128 x 8)")
     side = _count_words(gpus)
     return (f"{what}: its {side} x {side} traffic matrix needs {_bytes_words(gpus * gpus * 8)} and timing its "
-            f"all-to-all {_duration_words(log_s)}; at most {MAX_EP_GPUS} GPUs (e.g. 32 x 8)")
+            f"all-to-all {_duration_words(log_s)}; at most {MAX_EP_GPUS:,} GPUs (e.g. 128 x 8)")
 
 
 def group_count(name: str, value: object) -> int:
@@ -131,7 +133,7 @@ def _check_layout(shape: tuple, dtype: np.dtype, where: str) -> int:
         raise ScenarioError(_too_many(f"matrix: {where} is for {_count_words(rows)} GPUs", rows))
     if rows > MAX_MATRIX_GPUS:
         raise ScenarioError(f"matrix: {where} is for {_count_words(rows)} GPUs; a given matrix is timed for at most "
-                            f"{MAX_MATRIX_GPUS} (its values set the time: 128 GPUs of random bytes take minutes), give a "
+                            f"{MAX_MATRIX_GPUS} (its values set the time: 256 GPUs of bytes spread wide take a minute), give a "
                             "smaller EP group's matrix")
     if dtype.hasobject or dtype.kind not in _REAL_KINDS:
         raise ScenarioError(f"matrix: {where} holds {dtype} values, not real numbers of bytes; "
