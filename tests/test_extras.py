@@ -45,6 +45,8 @@ def test_the_main_job_and_the_model_run_without_any_extra(tmp_path):
     assert compiled.exit_code == 0, compiled.output
     fast = json.loads(compiled.output)["alltoall"]
     assert plain["stages"] == fast["stages"] > 1 and plain["scheduled_s"] == fast["scheduled_s"]
+    # and the plain all-to-all on run_graph's Python engine, not the dense compiled path: the same end
+    assert plain["plain_s"] == fast["plain_s"]
 
 
 @pytest.mark.parametrize("args,extra", [
