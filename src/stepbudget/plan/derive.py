@@ -532,8 +532,9 @@ def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_
     even = np.where(pp == 1, single, busiest)
     if not (e or l_):  # Megatron splits unevenly only without the embedding/loss slots
         first_n, middle_n, last_n, ruled = ruled_split(sc.pipeline_slots, pp, lay.v)
-        rule = _stage_split_s(first_n, middle_n, last_n, pp, layer_s, head_fwd + head_bwd, dualpipe)
-        even = np.where(ruled, rule, even)  # dividing layouts as before
+        if np.any(ruled):  # a search without uneven stages has none: skip a dozen passes over its chunk
+            rule = _stage_split_s(first_n, middle_n, last_n, pp, layer_s, head_fwd + head_bwd, dualpipe)
+            even = np.where(ruled, rule, even)  # dividing layouts as before
     if not sc.layout.uneven_split:
         return even
     # a stated split holds for the scenario's own pp; a sweep's other pp values keep the split above
