@@ -4,11 +4,15 @@ Run: ``PYTHONPATH=src python benchmarks/bench_sim.py [num_ranks ...]``.
 A ring all-reduce over n GPUs is 2(n-1) steps of n concurrent flows (2*1023*1024 =
 2,095,104 flows for n = 1,024); every step's flows share the links max-min fairly.
 Reference (anchors.md): ASTRA-sim 2 takes 6-10 s of wall time for one all-reduce on
-1,024 GPUs. Target: < 1 s. This is a script that prints figures, not a timed test.
+1,024 GPUs; with ASTRA_SIM_BIN and ASTRA_SIM_WORK set (see ``astra_sim``) its analytical backend
+runs the same ring beside ours. This is a script that prints figures, not a timed test.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 import time
 
@@ -70,9 +74,31 @@ def alltoall(num_gpus: int, gpus_per_server: int = 8, seed: int = 0) -> None:
           f"{wall_s:6.2f} s, {tl.engine_events:,} events, simulated {tl.makespan_s * 1e3:.3f} ms")
 
 
+def astra_sim(num_ranks: int) -> None:
+    """ASTRA-sim's analytical (congestion-unaware) backend on the same ring, where a build of it is named by
+    ASTRA_SIM_BIN and its inputs lie in ASTRA_SIM_WORK: all_reduce/{n}npus_1024MB/all_reduce.*.et (one
+    1,024 MiB all-reduce per NPU, the repository's examples/workload/microbenchmarks generator),
+    Ring_{n}npus.yml (topology [Ring], bandwidth [50.0] GB/s of 2^30 B, latency [0.0]), sys_ring.json
+    (examples/system/native_collectives/Ring_4chunks.json) and mem.json (NO_MEMORY_EXPANSION). The build
+    recipe and its two local patches are in docs/speed.md."""
+    binary, work = os.environ.get("ASTRA_SIM_BIN"), os.environ.get("ASTRA_SIM_WORK")
+    if not (binary and work):
+        return
+    args = [binary, f"--workload-configuration={work}/all_reduce/{num_ranks}npus_1024MB/all_reduce",
+            f"--system-configuration={work}/sys_ring.json", f"--remote-memory-configuration={work}/mem.json",
+            f"--network-configuration={work}/Ring_{num_ranks}npus.yml"]
+    began = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True, cwd=work).stdout
+    wall_s = time.perf_counter() - began
+    cycles = re.search(r"sys\[0\] finished, (\d+) cycles", out)
+    simulated = f"simulated {int(cycles.group(1)) / 1e6:.6f} ms" if cycles else "no finish line in its output"
+    print(f"  ASTRA-sim analytical, same ring of 1 GiB at 50 GiB/s: {wall_s:6.2f} s wall, {simulated}")
+
+
 if __name__ == "__main__":
     run_graph(ring_all_reduce(4, 1.0), np.ones(4), engine="compiled")  # load (or compile) the engine first
     for n in [int(arg) for arg in sys.argv[1:]] or [64, 256, 1024]:
         bench(n)
+        astra_sim(n)
     for n in (128, 256):  # 512 GPUs (64 x 8): benchmarks/bench_a2a.py times moe there
         alltoall(n)
