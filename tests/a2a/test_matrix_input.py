@@ -82,6 +82,17 @@ def test_groups_up_to_the_limit_pass_as_ints(S, G):
     assert check_ep_group(S, G) == (int(S), int(G)) and MAX_EP_GPUS == 1024
 
 
+def test_without_numba_a_group_past_64_gpus_names_the_extra(monkeypatch):
+    monkeypatch.setattr("stepbudget.sim._core.AVAILABLE", False)
+    assert check_ep_group(8, 8) == (8, 8)
+    with pytest.raises(ScenarioError, match=r"^servers x gpus_per_server: 16 x 8 = 128 GPUs: without numba .* at "
+                                            r"most 64 GPUs .*pip install 'stepbudget\[fast\]'") as e:
+        check_ep_group(16, 8)
+    _one_line(e)
+    with pytest.raises(ScenarioError, match=r"^matrix: the matrix is for 65 GPUs: without numba"):
+        moe_report(DEEPSEEK, matrix=np.ones((65, 65)))
+
+
 @pytest.fixture
 def no_matrix(monkeypatch):
     """Fail the test if moe_report builds any matrix: the group must be refused before."""

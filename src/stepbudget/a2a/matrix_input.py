@@ -19,6 +19,7 @@ import numpy as np
 
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_bytes
+from stepbudget.sim import _core
 
 MAX_EP_GPUS = 1024
 """Most GPUs in the EP group one `moe` run times (servers x gpus_per_server, or a given matrix's side).
@@ -26,6 +27,11 @@ MAX_EP_GPUS = 1024
 The whole `moe` report, measured on 2 cores (DeepSeek-V3, one expert per GPU past its 256): 32 x 8 GPUs take
 2 s, 64 x 8 5-6 s, 128 x 8 24 s, uniform or zipf:0.8; the plain all-to-all's dense path (sim/flows.py) is most
 of it, its flows growing as GPUs^2 and its re-sharings with them."""
+
+MAX_GPUS_WITHOUT_NUMBA = 64
+"""Most GPUs one all-to-all is timed for where numba (the `fast` extra) is missing, a group or a given matrix: the
+plain all-to-all then runs on run_graph's Python engine, where 8 x 8 GPUs take 11 s and 16 x 8 37 s (measured on
+2 cores; the compiled path takes 0.1 s and 0.5 s)."""
 
 MAX_MATRIX_GPUS = 128
 """Most GPUs a given matrix may be for. Its values, not only its size, set how many re-sharings the plain
@@ -112,7 +118,16 @@ def check_ep_group(servers: object, gpus_per_server: object) -> tuple[int, int]:
         raise ScenarioError(f"{group}: an all-to-all needs at least 2 GPUs; give more servers or GPUs per server")
     if n > MAX_EP_GPUS:
         raise ScenarioError(_too_many(group, n))
+    _check_compiled(group, n)
     return S, G
+
+
+def _check_compiled(what: str, gpus: int) -> None:
+    """Refuse more than MAX_GPUS_WITHOUT_NUMBA GPUs where the plain all-to-all would run on the Python engine."""
+    if gpus > MAX_GPUS_WITHOUT_NUMBA and not _core.AVAILABLE:
+        raise ScenarioError(f"{what}: without numba one all-to-all is timed for at most {MAX_GPUS_WITHOUT_NUMBA} GPUs "
+                            "(16 x 8 take 37 s on the Python engine); pip install 'stepbudget[fast]' (or '.[fast]' "
+                            f"from the repository) to time up to {MAX_EP_GPUS:,}")
 
 
 # ---------------------------------------------------------------- a matrix's shape, type and values
@@ -135,6 +150,7 @@ def _check_layout(shape: tuple, dtype: np.dtype, where: str) -> int:
         raise ScenarioError(f"matrix: {where} is for {_count_words(rows)} GPUs; a given matrix is timed for at most "
                             f"{MAX_MATRIX_GPUS} (its values set the time: 256 GPUs of bytes spread wide take a minute), give a "
                             "smaller EP group's matrix")
+    _check_compiled(f"matrix: {where} is for {_count_words(rows)} GPUs", rows)
     if dtype.hasobject or dtype.kind not in _REAL_KINDS:
         raise ScenarioError(f"matrix: {where} holds {dtype} values, not real numbers of bytes; "
                             "save integers or floats")
