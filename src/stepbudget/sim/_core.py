@@ -276,6 +276,27 @@ def _heap_pop(key: np.ndarray, val: np.ndarray, size: int) -> int:
 
 
 @njit(cache=True, error_model="numpy")
+def next_to_fill(key: np.ndarray, val: np.ndarray, size: int, left: np.ndarray, count: np.ndarray
+                 ) -> tuple[int, float, int]:
+    """Water-filling's next link to fill: ``(link, share, heap size)``, link -1 once the heap is empty.
+
+    Each link's key is a lower bound of its fair share (shares only rise as other links fill): a link popped with
+    no flow left is dropped, one whose share rose goes back in at its share, and the first whose key is its share
+    fills, at the least share of all."""
+    while size > 0:
+        least, link = key[0], val[0]
+        size = _heap_pop(key, val, size)
+        if count[link] <= 0:
+            continue  # its flows were all frozen by other links
+        share = left[link] / count[link]
+        if share > least:
+            size = _heap_push(key, val, size, share, link)
+            continue
+        return link, share, size
+    return -1, 0.0, size
+
+
+@njit(cache=True, error_model="numpy")
 def _waterfill(active: np.ndarray, n: int, link_indptr: np.ndarray, link_ids: np.ndarray, capacity: np.ndarray,
                out: np.ndarray, entry_flow: np.ndarray, entry_link: np.ndarray) -> None:
     """Max-min fair rates by sequential water-filling (Bertsekas & Gallager, "max-min flow control"): the link with
@@ -305,15 +326,10 @@ def _waterfill(active: np.ndarray, n: int, link_indptr: np.ndarray, link_ids: np
     for link in range(num_links):
         if count[link] > 0:
             size = _heap_push(key, val, size, remaining[link] / count[link], link)
-    while size > 0:
-        least, link = key[0], val[0]
-        size = _heap_pop(key, val, size)
-        if count[link] <= 0:
-            continue  # its flows were all frozen by other links
-        share = remaining[link] / count[link]
-        if share > least:  # its share rose since it was pushed: a lower bound no more, so back in at its share
-            size = _heap_push(key, val, size, share, link)
-            continue
+    while True:
+        link, share, size = next_to_fill(key, val, size, remaining, count)
+        if link < 0:
+            break
         for p in range(start[link], start[link + 1]):
             i = on_link[p]
             if frozen[i]:

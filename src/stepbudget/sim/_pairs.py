@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.sim._core import WATERFILL_FLOWS, _heap_pop, _heap_push, _maxmin, njit
+from stepbudget.sim._core import WATERFILL_FLOWS, _heap_push, _maxmin, next_to_fill, njit
 
 # what advance returns (as _core.advance)
 DONE, PAUSED, UNDERFLOW = 0, 1, 3
@@ -90,15 +90,10 @@ def _waterfill(capacity: np.ndarray, live: np.ndarray, moving: np.ndarray, movin
         if live[link] > 0:
             size = _heap_push(key, val, size, left[link] / count[link], link)
     filled = 0
-    while size > 0:
-        least, link = key[0], val[0]
-        size = _heap_pop(key, val, size)
-        if count[link] <= 0:
-            continue  # its flows were all frozen by other links
-        share = left[link] / count[link]
-        if share > least:  # its share rose since it was pushed: back in at its share
-            size = _heap_push(key, val, size, share, link)
-            continue
+    while True:
+        link, share, size = next_to_fill(key, val, size, left, count)
+        if link < 0:
+            break
         level[link], rank[link], open_[link] = share, filled, 0.0
         filled += 1
         if link < R:
@@ -109,6 +104,12 @@ def _waterfill(capacity: np.ndarray, live: np.ndarray, moving: np.ndarray, movin
 
 
 @njit(cache=True, error_model="numpy")
+def _drained(remaining: float, rate: float, elapsed: float) -> float:
+    """Bytes left after ``elapsed`` seconds at ``rate`` (_core._drain's sum, for one flow)."""
+    return max(remaining - rate * elapsed, 0.0) if elapsed > 0 else remaining
+
+
+@njit(cache=True, error_model="numpy")
 def _close_up(clock, count, ids, row, col, done, remaining, rate, finish_at) -> int:
     """Drop the holes, keeping the order, and drain the rest to now; returns the flows moving."""
     elapsed = clock[_NOW] - clock[_LAST]
@@ -116,9 +117,7 @@ def _close_up(clock, count, ids, row, col, done, remaining, rate, finish_at) -> 
     for i in range(count[_SLOTS]):
         if done[i]:
             continue
-        r = remaining[i]
-        if elapsed > 0:
-            r = max(r - rate[i] * elapsed, 0.0)
+        r = _drained(remaining[i], rate[i], elapsed)
         ids[kept], row[kept], col[kept], done[kept] = ids[i], row[i], col[i], False
         remaining[kept], rate[kept], finish_at[kept] = r, rate[i], finish_at[i]
         kept += 1
@@ -146,10 +145,7 @@ def _reshare_pass(clock, count, row, col, done, remaining, rate, finish_at, cand
     for i in range(count[_SLOTS]):
         if done[i]:
             continue
-        r = remaining[i]
-        if elapsed > 0:
-            r = max(r - rate[i] * elapsed, 0.0)
-            remaining[i] = r
+        r = remaining[i] = _drained(remaining[i], rate[i], elapsed)
         if levels:  # both loaded, then one picked: a select, not a branch taken half the time at random
             a, b = np.uint64(row[i]), np.uint64(R + col[i])  # unsigned: no check for a negative index
             share_a, share_b = level[a], level[b]
