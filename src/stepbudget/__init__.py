@@ -9,6 +9,7 @@ One function per command, each with the command's options as keywords (``stepbud
     whatif("llama3-405b", {"half NIC": ["cluster.nic_Bps=200Gb/s"]})
     simulate("hpn-gpt3-175b", link_rate=0.5)                       # the same step, task by task
     nic("llama3-405b"); moe("deepseek-v3", skew="zipf:0.8"); validate()
+    sweep("cluster-design.yaml", "results/", workers=2); sweep_report("results/")   # a grid on Dask
 
 Each returns a result with ``to_dict()``, ``to_frame()`` and a table in Jupyter (``budget`` and ``wire`` are
 ``step_budget`` and ``nic`` here: the package's ``budget`` and ``wire`` modules hold those names). Underneath, the
@@ -23,8 +24,8 @@ model itself over arrays:
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads any TYPE_CHECKING as true)
 if TYPE_CHECKING:  # what the names below are, for type checkers and the API reference; loaded on first use
     from stepbudget.api import (BudgetResult, MemoryResult, MoEResult, RankedLayouts, Result, ScaleResult, SimulationResult,
-                                ValidationResult, WhatIfResult, WireResult, memory, moe, nic, scale, search, simulate,
-                                step_budget, validate, whatif)
+                                SweepReportResult, SweepRunResult, ValidationResult, WhatIfResult, WireResult, memory,
+                                moe, nic, scale, search, simulate, step_budget, sweep, sweep_report, validate, whatif)
     from stepbudget.budget.memory import Memory, memory_per_gpu
     from stepbudget.budget.step import Budget, estimate
     from stepbudget.inputs.scenario import Scenario, ScenarioError, load, preset_names
@@ -32,8 +33,9 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the API ref
 
 _WHERE = {name: module for module, names in {
     "stepbudget.api": ("BudgetResult", "MemoryResult", "MoEResult", "RankedLayouts", "Result", "ScaleResult",
-                       "SimulationResult", "ValidationResult", "WhatIfResult", "WireResult", "memory", "moe", "nic",
-                       "scale", "search", "simulate", "step_budget", "validate", "whatif"),
+                       "SimulationResult", "SweepReportResult", "SweepRunResult", "ValidationResult", "WhatIfResult",
+                       "WireResult", "memory", "moe", "nic", "scale", "search", "simulate", "step_budget", "sweep",
+                       "sweep_report", "validate", "whatif"),
     "stepbudget.budget.memory": ("Memory", "memory_per_gpu"),
     "stepbudget.budget.step": ("Budget", "estimate"),
     "stepbudget.inputs.scenario": ("Scenario", "ScenarioError", "load", "preset_names"),
@@ -54,7 +56,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = ["Budget", "BudgetResult", "Memory", "MemoryResult", "MoEResult", "Plan", "RankedLayouts", "Result",
-           "ScaleResult", "Scenario", "ScenarioError", "SimulationResult", "ValidationResult", "WhatIfResult", "WireResult",
-           "derive", "estimate", "load", "memory", "memory_per_gpu", "moe", "nic", "preset_names", "scale", "search",
-           "simulate", "step_budget", "validate", "whatif"]
+           "ScaleResult", "Scenario", "ScenarioError", "SimulationResult", "SweepReportResult", "SweepRunResult",
+           "ValidationResult", "WhatIfResult", "WireResult", "derive", "estimate", "load", "memory", "memory_per_gpu", "moe",
+           "nic", "preset_names", "scale", "search", "simulate", "step_budget", "sweep", "sweep_report", "validate",
+           "whatif"]
 __version__ = "0.1.0"

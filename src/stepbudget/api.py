@@ -172,6 +172,14 @@ class MoEResult(Result):
     """``moe``: the all-to-all's hiding ratio, traffic matrix and schedules."""
 
 
+class SweepRunResult(Result):
+    """``sweep``: what a run wrote where."""
+
+
+class SweepReportResult(Result):
+    """``sweep-report``: a sweep's points, best layout each, and its Pareto front."""
+
+
 def _ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 1e3:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
@@ -348,11 +356,13 @@ def calibrate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = Non
 def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), contention: bool = True,
              link_rate: float = 1.0, compute_cv: float = 0.0, link_cv: float = 0.0, straggler_p: float = 0.0,
              straggler_slowdown: float = 1.5, steps: int = 1, replicas: int | None = None, seed: int = 0,
-             full: bool = False, progress: Progress | None = None) -> SimulationResult:
+             full: bool = False, progress: Progress | None = None, workers: int | None = None,
+             scheduler: str | None = None) -> SimulationResult:
     """One step of ``scenario`` simulated task by task (max-min link sharing unless not ``contention``, every link
     at ``link_rate`` times its rate). With jitter (``compute_cv``, ``link_cv``, a straggler chance) or ``steps`` > 1,
     also ``steps`` steps, each the slowest of ``replicas`` DP replicas (default: the layout's DP): drawn from a
-    bootstrap of up to 64 simulated pipelines, or with ``full`` every replica of every step simulated."""
+    bootstrap of up to 64 simulated pipelines, or with ``full`` every replica of every step simulated: spread over
+    ``workers`` local Dask processes or the cluster at ``scheduler`` when either is given (the same results)."""
     from stepbudget.sim.step import (Jitter, check_link_rate, full_tails, monte_carlo, sim_budget, simulate_step,
                                      tail_growth)
     from stepbudget.views.simulation import links_table, misses_table, simulate_dict, simulate_table, tails_table
@@ -361,13 +371,23 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
     check_link_rate(link_rate)
     if steps < 1:
         raise ValueError(f"steps: {steps} must be at least 1")
-    b = sim_budget(scenario_of(scenario, sets))
+    if (workers is not None or scheduler is not None) and not full:
+        raise ValueError("workers: only a full Monte Carlo (full=True) is spread over workers")
+    sc = scenario_of(scenario, sets)
+    b = sim_budget(sc)
     result = simulate_step(b, contention=contention, link_rate=link_rate)
     mc = tails = None
     if steps > 1 or jit.any:
         R = replicas or int(b.plan.dp)
+        spread = None
+        if workers is not None or scheduler is not None:
+            from stepbudget.sweep.dist import full_pipelines
+
+            def spread(total: int) -> np.ndarray:
+                return full_pipelines(sc, jit, seed, total, contention=contention, link_rate=link_rate,
+                                      workers=workers, scheduler=scheduler, progress=progress)
         mc = monte_carlo(b, jit, steps, replicas=R, seed=seed, program=result.program, link_rate=link_rate,
-                         progress=progress, full=full)
+                         progress=progress, full=full, pipelines=spread)
         at = sorted({1, 8, 64, R})
         tails = full_tails(mc.pipeline_s, at) if full else tail_growth(mc.pipeline_s, at, steps, seed)
 
@@ -419,3 +439,31 @@ def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), ske
                      lambda d: [{"link": k, **v} for k, v in d["ratio"].items()],
                      lambda d: f"{d['scenario']}: {d['servers']} x {d['gpus_per_server']} GPUs, plain "
                                f"{_ms(d['alltoall']['plain_s'])}, scheduled {_ms(d['alltoall']['scheduled_s'])}")
+
+
+def sweep(path: str | os.PathLike, out: str | os.PathLike, *, workers: int | None = None, scheduler: str | None = None,
+          resume: bool = False, started: Callable | None = None, progress: Callable | None = None,
+          client: object | None = None) -> SweepRunResult:
+    """Run the sweep file ``path`` into the results folder ``out``: on ``workers`` local Dask processes (default:
+    one per core; 0 or Dask missing: this process), on the cluster at ``scheduler``, or on a given Dask ``client``.
+    ``resume`` goes on with a folder a run left; ``started(tally, where)`` and ``progress(tally)`` report."""
+    from stepbudget.sweep.dist import run_sweep
+    from stepbudget.sweep.grid import load_sweep
+    from stepbudget.views.sweep import run_dict, run_lines
+
+    run = run_sweep(load_sweep(path), os.fspath(out), workers=workers, scheduler=scheduler, resume=resume,
+                    started=started, progress=progress, client=client)
+    return SweepRunResult(run, lambda: run_dict(run), lambda: run_lines(run), lambda d: [d],
+                          lambda d: f"{d['written']:,} points written to {d['out']} ({d['failed']:,} failed)")
+
+
+def sweep_report(out: str | os.PathLike) -> SweepReportResult:
+    """The results folder ``out`` of a sweep as a table: one row per point (its best layout), and the Pareto front
+    of step time against GPUs. ``to_frame()`` has every column of each point's best row."""
+    from stepbudget.sweep.report import sweep_report as read_report
+    from stepbudget.views.sweep import report_dict, report_lines, report_table
+
+    report = read_report(out)
+    return SweepReportResult(report, lambda: report_dict(report), lambda: [report_table(report), *report_lines(report)],
+                             lambda d: d["points"],
+                             lambda d: f"{d['name']}: {d['written']:,} of {d['total']:,} points, {d['failed']:,} failed")

@@ -28,6 +28,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object inst
 ScenarioArg = Annotated[str, typer.Argument(help="Preset name or path to a YAML/TOML scenario.")]
 ProfileOpt = Annotated[Optional[str], typer.Option(
     "--profile", help="Calibration profile: none, a shipped name (stepbudget profiles) or a file calibrate wrote.")]
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", help="Local Dask worker processes (default: one per core; 0: this process).")]
+SchedulerOpt = Annotated[Optional[str], typer.Option(
+    "--scheduler", help="Address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (instead of --workers).")]
 
 
 MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
@@ -43,7 +47,8 @@ FLAGS = {"group_by": "--group-by", "params": "--params", "bootstrap": "--bootstr
          "sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
          "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
-         "link_cv": "--link-jitter", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
+         "link_cv": "--link-jitter", "workers": "--workers", "scheduler": "--scheduler",
+         "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
          "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas"}
 """The library's parameters, as its messages name them first, and the options that give them here (a longer name
 before a name it starts with: the first that matches is used)."""
@@ -356,6 +361,8 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed for jitter.")] = 0,
     full: Annotated[bool, typer.Option("--full", help="Simulate every replica of every step (steps x replicas "
                                        "pipelines), not a bootstrap of 64.")] = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
@@ -368,6 +375,14 @@ def simulate(
     _check_plot(plot)
     if not 1 <= steps <= MAX_STEPS or not 0 <= replicas <= MAX_REPLICAS:
         fail(f"--steps must be in [1, {MAX_STEPS:,}] and --replicas in [0, {MAX_REPLICAS:,}]")
+    if (workers is not None or scheduler is not None) and not full:
+        fail("--workers / --scheduler: only --full spreads its steps over workers; add --full")
+    try:
+        from stepbudget.sweep.dist import check_workers
+
+        check_workers(workers, scheduler)
+    except ScenarioError as e:
+        fail(str(e))
     p_str, _, slow_str = straggler.partition("x")
     try:
         p_strag, slowdown = float(p_str), float(slow_str or 1.5)
@@ -382,7 +397,7 @@ def simulate(
             result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
                                   link_cv=jit.link_cv, straggler_p=jit.straggler_p,
                                   straggler_slowdown=jit.straggler_slowdown, steps=steps, replicas=replicas or None,
-                                  seed=seed, full=full, progress=bar)
+                                  seed=seed, full=full, progress=bar, workers=workers, scheduler=scheduler)
     except ScenarioError as e:
         fail(str(e))
     if trace is not None:
@@ -469,6 +484,99 @@ def moe(
     if plot is not None:
         _save(heatmap, report.value, plot)
     _show(as_json, report, [plot])
+
+
+@app.command()
+def sweep(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="Sweep file (YAML): base scenario, axes, task.")],
+    out: Annotated[Optional[str], typer.Option("--out", help="Results folder: one Parquet file per point.")] = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Go on with the folder an earlier run wrote: its complete points are skipped.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Run a design-space sweep (a grid of scenarios, a task at each point) on Dask workers; resumable."""
+    from stepbudget.sweep.dist import check_workers
+    from stepbudget.sweep.grid import load_sweep
+    from stepbudget.views.sweep import progress_line, started_line
+
+    if out is None or not out.strip():
+        fail("--out: give the folder for the results, e.g. --out results/")
+    _check_installed(("pyarrow", "parquet"), "sweep: writing its results")
+    try:
+        check_workers(workers, scheduler)
+        load_sweep(file)  # a bad file is one line before any worker starts
+    except ScenarioError as e:
+        fail(str(e))
+    last: dict = {}
+    with _sweep_progress(not as_json) as shown:
+        def started(tally, where) -> None:
+            print(started_line(tally, where), file=sys.stderr, flush=True)
+            last["tally"] = tally
+
+        def progress(tally) -> None:
+            last["tally"] = tally
+            shown(tally, progress_line)
+
+        try:
+            result = api.sweep(file, out, workers=workers, scheduler=scheduler, resume=resume, started=started,
+                               progress=progress)
+        except KeyboardInterrupt:
+            t = last.get("tally")
+            done = f"{t.done:,} of {t.total:,} points are written" if t is not None else "nothing was run"
+            print(f"stepbudget: sweep interrupted: {done}; stepbudget sweep {file} --out {out} --resume goes on",
+                  file=sys.stderr)
+            raise typer.Exit(130) from None
+        except ScenarioError as e:
+            fail(str(e))
+    _show(as_json, result)
+
+
+@contextmanager
+def _sweep_progress(show: bool):
+    """A bar on a terminal's stderr, a line every few seconds on a log's; yields ``shown(tally, line)``."""
+    import time
+
+    err = Console(stderr=True)
+    if not show:
+        yield lambda tally, line: None
+        return
+    if not err.is_terminal:
+        seen = {"at": 0.0}
+
+        def logged(tally, line) -> None:
+            now = time.monotonic()
+            if now - seen["at"] >= 5 or tally.done == tally.total:
+                seen["at"] = now
+                print(line(tally), file=sys.stderr, flush=True)
+
+        yield logged
+        return
+    with Progress(*Progress.get_default_columns(), TextColumn("{task.fields[line]}"), console=err, transient=True) as bar:
+        task = bar.add_task("sweeping", total=None, line="")
+        yield lambda tally, line: bar.update(task, completed=tally.done, total=tally.total, line=line(tally))
+
+
+@app.command("sweep-report")
+def sweep_report(
+    folder: Annotated[str, typer.Argument(metavar="DIR", help="The results folder a sweep wrote (--out).")],
+    plot: Annotated[Optional[str], typer.Option(
+        "--plot", help="Write best step and MFU against GPUs, and the Pareto front, to FILE.html, .png or .svg.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """A sweep's results as one table (best layout per point) and a plot; readable while it runs."""
+    _check_installed(("pyarrow", "parquet"), "sweep-report: reading the results")
+    _check_plot(plot)
+    try:
+        result = api.sweep_report(folder)
+    except ScenarioError as e:
+        fail(str(e))
+    if plot is not None:
+        from stepbudget.views.sweep import write_report_figure
+
+        _save(write_report_figure, result.value, plot)
+    _show(as_json, result, [plot])
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

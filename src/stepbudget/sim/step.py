@@ -278,7 +278,7 @@ def jittered_pipeline_s(prog: StepProgram, jitter: Jitter, seed: int, index: int
 def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, samples: int | None = None,
                 seed: int = 0, contention: bool = True, program: StepProgram | None = None,
                 link_rate: float = 1.0, progress: Callable[[int, int], None] | None = None,
-                full: bool = False) -> MonteCarlo:
+                full: bool = False, pipelines: Callable[[int], np.ndarray] | None = None) -> MonteCarlo:
     """``steps`` jittered steps; each is the slowest of ``replicas`` DP replicas.
 
     Replicas are independent pipelines that meet at every step's gradient reduction, so a step
@@ -287,12 +287,14 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
     grows with the replicas while the simulation cost does not. With ``full``, every one of the
     ``steps x replicas`` pipelines is simulated, pipeline ``i`` (step ``i // replicas``) seeded by
     ``(seed, i)``, and no draw is bootstrapped. ``progress(done, total)`` is called after
-    each simulated pipeline. ScenarioError naming ``steps x replicas`` before any simulation when there are more
+    each simulated pipeline. ``pipelines(total)``, if given, computes the full run's spans elsewhere (a sweep's
+    workers: sweep/dist.py), each as ``jittered_pipeline_s`` of this program would. ScenarioError naming
+    ``steps x replicas`` before any simulation when there are more
     draws than ``MAX_DRAWS`` (or, with ``full``, pipelines than ``MAX_FULL_PIPELINES``).
     """
     prog = program or step_program(budget, contention=contention)
     if full:
-        return _full_monte_carlo(budget, prog, jitter, steps, replicas, seed, link_rate, progress)
+        return _full_monte_carlo(budget, prog, jitter, steps, replicas, seed, link_rate, progress, pipelines)
     check_draws(steps, replicas)
     rng = np.random.default_rng(seed)
     n = samples or min(steps, 64)
@@ -307,14 +309,18 @@ def monte_carlo(budget: Budget, jitter: Jitter, steps: int, replicas: int = 1, s
 
 
 def _full_monte_carlo(budget: Budget, prog: StepProgram, jitter: Jitter, steps: int, replicas: int, seed: int,
-                      link_rate: float, progress: Callable[[int, int], None] | None) -> MonteCarlo:
+                      link_rate: float, progress: Callable[[int, int], None] | None,
+                      pipelines: Callable[[int], np.ndarray] | None = None) -> MonteCarlo:
     check_full(steps, replicas)
     total = steps * replicas
-    pipes = np.empty(total)
-    for i in range(total):
-        pipes[i] = jittered_pipeline_s(prog, jitter, seed, i, link_rate)
-        if progress is not None:
-            progress(i + 1, total)
+    if pipelines is not None:
+        pipes = np.asarray(pipelines(total), dtype=float)
+    else:
+        pipes = np.empty(total)
+        for i in range(total):
+            pipes[i] = jittered_pipeline_s(prog, jitter, seed, i, link_rate)
+            if progress is not None:
+                progress(i + 1, total)
     pipes = pipes.reshape(steps, replicas) + float(budget.step_overhead_s)
     return MonteCarlo(steps_s=pipes.max(axis=1), replicas=replicas, pipeline_s=pipes, full=True)
 
