@@ -55,6 +55,8 @@ def test_the_main_job_and_the_model_run_without_any_extra(tmp_path):
     (["figure", "5.3", "--out", "ring.svg"], "plot"),
     (["search", "megascale-175b", "--gpus", "64", "--out", "l.parquet"], "parquet"),
     (["serve"], "web"),
+    (["sweep", str(Path(__file__).parent / "fixtures" / "sweeps" / "budget.yaml"), "--out", "o"], "parquet"),
+    (["sweep-report", "o"], "parquet"),
     (["moe", "deepseek-v3", "--servers", "16", "--gpus-per-server", "8"], "fast"),  # 37 s on the Python engine
 ])
 def test_a_missing_extra_is_one_line_naming_it(args, extra, tmp_path):
@@ -69,3 +71,21 @@ def test_to_frame_without_pandas_says_what_to_install(tmp_path):
             "try:\n    sb.memory('llama3-405b').to_frame()\nexcept ImportError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "pip install pandas" in r.stdout, r.stderr
+
+
+NO_DASK = PRELUDE.replace(repr(OPTIONAL), repr(("dask", "distributed")))
+
+
+def test_without_dask_a_sweep_runs_in_this_process_and_says_so(tmp_path):
+    sweep = str(Path(__file__).parent / "fixtures" / "sweeps" / "budget.yaml")
+    r = subprocess.run([sys.executable, "-c", NO_DASK, "sweep", sweep, "--out", "o", "--workers", "2", "--json"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "sweep: 4 points in this process: dask.distributed is not installed (pip install 'stepbudget[dist]')" \
+        in r.stderr
+    assert json.loads(r.stdout)["written"] == 4 and json.loads(r.stdout)["where"]["kind"] == "process"
+    assert len(list((tmp_path / "o" / "points").iterdir())) == 4
+    r = subprocess.run([sys.executable, "-c", NO_DASK, "sweep", sweep, "--out", "p", "--scheduler", "tcp://127.0.0.1:1"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "stepbudget[dist]" in r.stderr, r.stderr
+    assert not (tmp_path / "p").exists()

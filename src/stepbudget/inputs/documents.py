@@ -124,8 +124,10 @@ def read_yaml(text: str):
             from None
 
 
-def read_document(text: str, suffix: str, where: str) -> dict[str, Any]:
-    """A YAML or TOML file's mapping (by ``suffix``), or a ScenarioError naming ``where``."""
+def read_document(text: str, suffix: str, where: str,
+                  expected: str = "a mapping of sections (model, cluster, layout, batch)") -> dict[str, Any]:
+    """A YAML or TOML file's mapping (by ``suffix``), or a ScenarioError naming ``where`` (and, for a document
+    that is not a mapping, what was ``expected``)."""
     kind = "TOML" if suffix == ".toml" else "YAML"
     try:
         data = tomllib.loads(text) if suffix == ".toml" else read_yaml(text)
@@ -138,7 +140,7 @@ def read_document(text: str, suffix: str, where: str) -> dict[str, Any]:
     except ValueError:  # tomllib reads an integer past Python's 4,300-digit limit this way
         raise ScenarioError(f"{where}: {_long_number(text)}; at most {MAX_INT_DIGITS} digits") from None
     if not isinstance(data, dict):
-        raise ScenarioError(f"{where}: expected a mapping of sections (model, cluster, layout, batch)")
+        raise ScenarioError(f"{where}: expected {expected}")
     return data
 
 

@@ -155,7 +155,7 @@ def _text(value: object) -> str:
 
 def _axis(name: str, values: list[Any], beside: Path) -> Axis:
     if not values:
-        raise ScenarioError(f"axes.{name}: no values; give a list of at least one")
+        raise ScenarioError(f"sweep: axes.{name}: no values; give a list of at least one")
     labels: list[str] = []
     sets: list[tuple[str, ...]] = []
     bases: list[str | None] = []
@@ -168,7 +168,7 @@ def _axis(name: str, values: list[Any], beside: Path) -> Axis:
         elif isinstance(v, dict):  # a named axis: each value sets several fields
             fields = {k: x for k, x in v.items() if k != "label"}
             if not fields:
-                raise ScenarioError(f"axes.{name}[{i}]: a mapping of fields to set, e.g. {{cluster.gpu: b200}}; got none")
+                raise ScenarioError(f"sweep: axes.{name}[{i}]: a mapping of fields to set, e.g. {{cluster.gpu: b200}}; got none")
             labels.append(str(v.get("label") or " ".join(f"{k}={_text(x)}" for k, x in fields.items())))
             sets.append(tuple(f"{k}={_text(x)}" for k, x in fields.items()))
             bases.append(None)
@@ -178,7 +178,7 @@ def _axis(name: str, values: list[Any], beside: Path) -> Axis:
             bases.append(None)
     twice = next((x for i, x in enumerate(labels) if x in labels[:i]), None)
     if twice is not None:
-        raise ScenarioError(f"axes.{name}: {twice!r} is given twice; remove one")
+        raise ScenarioError(f"sweep: axes.{name}: {twice!r} is given twice; remove one")
     return Axis(name, tuple(labels), tuple(sets), tuple(bases))
 
 
@@ -196,9 +196,7 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
         raise ScenarioError(f"sweep: {path[:80]!r} is not a .yaml or .toml file; give a sweep file")
     if not Path(path).exists():
         raise ScenarioError(f"sweep: file {path[:80]!r} not found; give the path of a sweep file")
-    data = read_document(read_text(path, "sweep"), Path(path).suffix, "sweep")
-    if not isinstance(data, dict):
-        raise ScenarioError("sweep: the file is not a mapping; write base:, axes: and task: at its top level")
+    data = read_document(read_text(path, "sweep"), Path(path).suffix, "sweep", "a mapping of base:, axes: and task:")
     plain(data, "sweep")
     try:
         spec = SweepFile.model_validate(data)
@@ -279,9 +277,8 @@ def _check_values(sweep: Sweep) -> None:
     for k, axis in enumerate(sweep.axes):
         for j, label in enumerate(axis.labels):
             base = axis.bases[j] or sweep.base
-            sets = (*sweep.spec.set, *axis.sets[j])
             try:
-                _resolve(base, sets, sweep.task)
+                _resolve(base, tuple(sweep.spec.set), axis.sets[j], sweep.task)
             except (ScenarioError, UnitError) as e:
                 first = next((n for n, c in enumerate(sweep.choices) if c[k] == j), None)
                 where = f"point {first} and others" if first is not None else "no point (it is excluded)"
@@ -292,13 +289,14 @@ def _key(override: str) -> str:
     return override.partition("=")[0].strip()
 
 
-def _resolve(base: str, sets: tuple[str, ...], task: Task) -> tuple[Scenario, int]:
-    """The point's scenario and GPU count. A search keeps the base's layout and searches at the GPU count; a
-    budget at another GPU count keeps TP, CP and PP and gives DP the rest (strong scaling, as ``scale`` does)."""
-    gpus_sets = [s for s in sets if _key(s) == GPUS]
-    others = [s for s in sets if _key(s) != GPUS]
+def _resolve(base: str, fixed: tuple[str, ...], varied: tuple[str, ...], task: Task) -> tuple[Scenario, int]:
+    """The point's scenario and GPU count, from the sweep's fixed overrides and the point's axis values. A search
+    keeps the layout and searches at the axes' GPU count; a budget at another GPU count keeps TP, CP and PP and
+    gives DP the rest (strong scaling, as ``scale`` does) unless the axes set DP too."""
+    gpus_sets = [s for s in varied if _key(s) == GPUS]
+    others = [*fixed, *(s for s in varied if _key(s) != GPUS)]
     if not gpus_sets:
-        sc, _ = carried(base, list(sets))
+        sc, _ = carried(base, others)
         return sc, sc.cluster.gpus
     try:
         gpus = int(parse(gpus_sets[-1].partition("=")[2].strip(), "count"))
@@ -309,14 +307,14 @@ def _resolve(base: str, sets: tuple[str, ...], task: Task) -> tuple[Scenario, in
     if task.search is not None:
         sc, _ = carried(base, others)
         return sc, gpus
-    if not any(_key(s) == "layout.dp" for s in others):
+    if not any(_key(s) == "layout.dp" for s in varied):
         lay = load(base, others).layout
         group = lay.tp * lay.cp * lay.pp
         if gpus % group:
             raise ScenarioError(f"{GPUS}: {gpus:,} GPUs do not hold whole model replicas of tp*cp*pp = {group}; give a "
                                 f"multiple of {group}, or search the layout (task: search)")
         others.append(f"layout.dp={gpus // group}")
-    sc, _ = carried(base, [*others, *gpus_sets[-1:]])
+    sc, _ = carried(base, [*others, gpus_sets[-1]])
     return sc, gpus
 
 
@@ -331,10 +329,11 @@ def points(sweep: Sweep) -> list[Point]:
     for n, choice in enumerate(sweep.choices):
         values = {a.name: a.labels[j] for a, j in zip(sweep.axes, choice)}
         base = next((b for a, j in zip(sweep.axes, choice) if (b := a.bases[j]) is not None), sweep.base)
-        sets = (*sweep.spec.set, *(s for a, j in zip(sweep.axes, choice) for s in a.sets[j]))
+        varied = tuple(s for a, j in zip(sweep.axes, choice) for s in a.sets[j])
+        sets = (*sweep.spec.set, *varied)
         sc: Scenario | None
         try:
-            sc, gpus = _resolve(base, sets, sweep.task)
+            sc, gpus = _resolve(base, tuple(sweep.spec.set), varied, sweep.task)
             error = None
             resolved: object = sc.model_dump(mode="json") | {"gpus": gpus}
         except (ScenarioError, UnitError) as e:
