@@ -121,6 +121,12 @@ YAML = _blocks("yaml")
 def test_yaml_blocks_load_as_scenarios(page, body, tmp_path):
     path = tmp_path / "scenario.yaml"
     path.write_text(body)
+    if "axes" in yaml.safe_load(body):  # a sweep file: validated as `stepbudget sweep` does, every point resolved
+        from stepbudget.sweep.grid import load_sweep, points
+
+        resolved = points(load_sweep(path))
+        assert resolved and all(p.error is None for p in resolved), page
+        return
     scenario = load(str(path))
     for section, fields in yaml.safe_load(body).items():
         if isinstance(fields, dict):
@@ -146,7 +152,7 @@ def test_every_synopsis_line_is_checked():
     # each command of the tool appears in a synopsis with options (the Usage block), so the test above covers it
     commands = {line.split()[1] for _, line in SYNOPSIS}
     assert {"show", "budget", "memory", "search", "scale", "whatif", "validate", "simulate", "wire", "moe", "serve",
-            "figure"} <= commands
+            "figure", "sweep", "sweep-report"} <= commands
 
 
 def test_the_architecture_page_names_modules_that_exist():

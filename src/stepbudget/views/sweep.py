@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from stepbudget.sweep.dist import SweepRun, Tally, Where
+from stepbudget.sweep.grid import GPUS
 from stepbudget.sweep.point import COLUMNS
 from stepbudget.sweep.report import SweepReport
 from stepbudget.units import fmt_time
@@ -66,7 +67,7 @@ def _cell(row: dict, key: str) -> str:
 
 
 def report_table(r: SweepReport) -> Table:
-    axes = list(r.axes)
+    axes = [a for a in r.axes if a != GPUS]  # the GPUs column shows it, resolved
     front = {p["point"] for p in r.pareto}
     shown = [k for k in SHOWN if any(row.get(k) is not None for row in r.rows)]
     t = Table(title=f"{r.name}: {len(r.rows):,} of {r.total:,} points, {r.failed:,} failed (* on the Pareto front of "
@@ -119,7 +120,7 @@ def report_figure(r: SweepReport) -> dict:
     layout = {"title": {"text": f"{r.name}: best step time and MFU against GPUs, one line per option"},
               "template": "plotly_white", "width": 1100, "height": 560, "legend": {"orientation": "h", "y": -0.22},
               "xaxis": {**ticks, "domain": [0, 0.45]}, "xaxis2": {**ticks, "domain": [0.55, 1], "anchor": "y2"},
-              "yaxis": {"type": "log", "title": {"text": "step time (s)"}},
+              "yaxis": {"title": {"text": "step time (s)"}, "rangemode": "tozero"},
               "yaxis2": {"title": {"text": "MFU"}, "tickformat": ".0%", "anchor": "x2", "rangemode": "tozero"}}
     return {"data": data, "layout": layout}
 

@@ -349,7 +349,7 @@ def _style(ax, xaxis: dict, yaxis: dict) -> None:
             getattr(ax, f"set_{setter}scale")("log")
             if spec.get("tickformat") is None and spec.get("tickvals") is None:
                 axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-                axis.set_minor_formatter(ticker.NullFormatter())
+            axis.set_minor_formatter(ticker.NullFormatter())  # as plotly: labels at the major (or given) ticks only
             lo, hi = spec.get("range", (None, None))
             if lo is not None:
                 getattr(ax, f"set_{setter}lim")(10 ** lo, 10 ** hi)
