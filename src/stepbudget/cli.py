@@ -510,52 +510,59 @@ def sweep(
     except ScenarioError as e:
         fail(str(e))
     last: dict = {}
-    with _sweep_progress(not as_json) as shown:
-        def started(tally, where) -> None:
-            print(started_line(tally, where), file=sys.stderr, flush=True)
-            last["tally"] = tally
+    try:
+        with _sweep_progress(not as_json) as (shown, say):
+            def started(tally, where) -> None:
+                say(started_line(tally, where))
+                progress(tally)
 
-        def progress(tally) -> None:
-            last["tally"] = tally
-            shown(tally, progress_line)
+            def progress(tally) -> None:
+                last["tally"] = tally
+                shown(tally, progress_line)
 
-        try:
             result = api.sweep(file, out, workers=workers, scheduler=scheduler, resume=resume, started=started,
                                progress=progress)
-        except KeyboardInterrupt:
-            t = last.get("tally")
-            done = f"{t.done:,} of {t.total:,} points are written" if t is not None else "nothing was run"
-            print(f"stepbudget: sweep interrupted: {done}; stepbudget sweep {file} --out {out} --resume goes on",
-                  file=sys.stderr)
-            raise typer.Exit(130) from None
-        except ScenarioError as e:
-            fail(str(e))
+    except KeyboardInterrupt:  # after the bar is gone, so the message is the last thing on the screen
+        t = last.get("tally")
+        done = f"{t.done:,} of {t.total:,} points are written" if t is not None else "nothing was run"
+        print(f"stepbudget: sweep interrupted: {done}; stepbudget sweep {file} --out {out} --resume goes on",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
+    except ScenarioError as e:
+        fail(str(e))
     _show(as_json, result)
 
 
 @contextmanager
 def _sweep_progress(show: bool):
-    """A bar on a terminal's stderr, a line every few seconds on a log's; yields ``shown(tally, line)``."""
+    """A bar on a terminal's stderr, a line every few seconds on a log's; yields ``shown(tally, line)``, which
+    shows a tally (``line`` formats it), and ``say(text)``, which prints a line above the bar."""
     import time
 
     err = Console(stderr=True)
-    if not show:
-        yield lambda tally, line: None
-        return
-    if not err.is_terminal:
-        seen = {"at": 0.0}
+
+    def said(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    if not show or not err.is_terminal:
+        seen = {"at": time.monotonic()}
 
         def logged(tally, line) -> None:
             now = time.monotonic()
-            if now - seen["at"] >= 5 or tally.done == tally.total:
+            if show and (now - seen["at"] >= 5 or tally.done == tally.total):
                 seen["at"] = now
-                print(line(tally), file=sys.stderr, flush=True)
+                said(line(tally))
 
-        yield logged
+        yield logged, said
         return
-    with Progress(*Progress.get_default_columns(), TextColumn("{task.fields[line]}"), console=err, transient=True) as bar:
-        task = bar.add_task("sweeping", total=None, line="")
-        yield lambda tally, line: bar.update(task, completed=tally.done, total=tally.total, line=line(tally))
+    from rich.progress import BarColumn
+
+    with Progress(TextColumn("sweep"), BarColumn(bar_width=24), TextColumn("{task.fields[line]}"), console=err,
+                  transient=True) as bar:
+        task = bar.add_task("sweep", total=None, line="")
+        yield (lambda tally, line: bar.update(task, completed=tally.done, total=tally.total,
+                                              line=line(tally).removeprefix("sweep: "))), \
+            (lambda text: bar.console.print(text, highlight=False, soft_wrap=True))
 
 
 @app.command("sweep-report")

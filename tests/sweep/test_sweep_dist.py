@@ -196,3 +196,28 @@ def test_out_that_holds_other_files_or_is_a_file_is_refused(tmp_path):
     result = CliRunner().invoke(cli.app, ["sweep", str(SMALL), "--out", str(tmp_path / "mine.txt"), "--workers", "0"])
     assert result.exit_code == 2 and "is a file" in result.output
     assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_resume_runs_again_a_point_its_workers_died_on_and_keeps_a_failed_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stepbudget.sweep.point import failed_row
+    from stepbudget.sweep.results import schema
+
+    budget = FIXTURES / "budget.yaml"
+    out = tmp_path / "out"
+    run_sweep(load_sweep(budget), str(out), workers=0)
+    want = read_points(out).to_pylist()
+    lost, kept = points(load_sweep(budget))[:2]
+    for p, reason in ((lost, "worker: KilledWorker: attempted to run it 3 times"), (kept, "no layout fits")):
+        row = failed_row(p, reason)
+        pq.write_table(pa.Table.from_pylist([row], schema=schema(list(p.values))), out / POINTS / f"{p.id}.parquet")
+    lines = [{**line, "status": "failed"} if line["id"] in (lost.id, kept.id) else line for line in _manifest(out)]
+    (out / MANIFEST).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    again = run_sweep(load_sweep(budget), str(out), workers=0, resume=True)
+    assert again.before == 3 and again.written == 1 and again.failed == 1
+    rows = read_points(out).to_pylist()
+    assert rows[0] == want[0]  # run again: what the first run wrote
+    assert rows[1]["status"] == "failed" and rows[1]["reason"] == "no layout fits"
+    assert rows[2:] == want[2:]

@@ -32,7 +32,7 @@ from stepbudget.inputs.scenario import Scenario, ScenarioError
 from stepbudget.sim.step import Jitter
 from stepbudget.sweep.grid import Point, Sweep, points as grid_points
 from stepbudget.sweep.point import failed_row, timed
-from stepbudget.sweep.results import open_results
+from stepbudget.sweep.results import LOST, open_results
 
 DASHBOARD = "127.0.0.1:8787"
 """Where a local cluster's dashboard listens: this machine only, Dask's usual port (another if it is taken)."""
@@ -114,13 +114,13 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
     import dask
     from distributed import Client, LocalCluster
 
-    # a worker that dies is replaced and its task runs again; its stderr noise is not the user's to read
-    with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error"}):
+    # a worker that dies is replaced and its task runs again: Dask's log lines about it are not the user's to read
+    with dask.config.set({"logging.distributed": "error"}):
         if scheduler is not None:
             try:
                 client = Client(scheduler, timeout="20s")
             except (OSError, TimeoutError, ValueError) as e:
-                raise ScenarioError(f"scheduler: cannot reach {scheduler!r} ({str(e).splitlines()[0][:120]}); check "
+                raise ScenarioError(f"scheduler: cannot reach {scheduler!r} ({_first_line(e)[:120]}); check "
                                     "the address and that the scheduler runs") from None
             with client:
                 yield client, Where("cluster", len(client.scheduler_info()["workers"]), client.dashboard_link)
@@ -129,10 +129,14 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=DASHBOARD if _has_bokeh() else None, silence_logs=logging.ERROR)
         except (RuntimeError, OSError, TimeoutError) as e:
-            raise ScenarioError(f"workers: the local Dask cluster did not start ({str(e).splitlines()[0][:120]}); "
+            raise ScenarioError(f"workers: the local Dask cluster did not start ({_first_line(e)[:120]}); "
                                 "give --workers 0 to run in this process") from None
         with cluster, Client(cluster) as client:
             yield client, Where("local", n, client.dashboard_link if _has_bokeh() else None)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def _has_bokeh() -> bool:
@@ -211,7 +215,7 @@ def _run_dask(client: Any, todo: list[Point], record: Callable[[Point, list[dict
                 rows, seconds = f.result()
             else:  # the point's workers died (KilledWorker) or Dask lost it: recorded, the others go on
                 e = f.exception()
-                rows, seconds = [failed_row(p, f"worker: {type(e).__name__}: {str(e).splitlines()[0][:200]}")], 0.0
+                rows, seconds = [failed_row(p, f"{LOST}{type(e).__name__}: {_first_line(e)[:200]}")], 0.0
             record(p, rows, seconds)
             f.release()
     finally:

@@ -7,8 +7,9 @@
 
 A point's file exists whole or not at all (a rename is atomic on one file system), so the files are the truth:
 ``--resume`` skips every point whose file exists, rebuilds the manifest from them, and removes the temporary
-files an interrupted run left. A point is written once: its file name is its id, and a second result for an id
-already written (a task Dask ran again after a worker died) is dropped. ``read_points`` reads the folder with
+files an interrupted run left; a point recorded as failed because its workers died runs again. A point is
+written once: its file name is its id, and a second result for an id already written (a task Dask ran again
+after a worker died) is dropped. ``read_points`` reads the folder with
 pyarrow, as pandas, polars or duckdb would (``pd.read_parquet("DIR/points")``).
 """
 
@@ -29,6 +30,8 @@ from stepbudget.sweep.point import COLUMNS
 POINTS, MANIFEST, GRID, LOCK = "points", "manifest.jsonl", "sweep.json", ".lock"
 FORMAT = 1
 """Version of the folder's layout, in sweep.json."""
+LOST = "worker: "
+"""How a failed point's reason starts when Dask lost it (its workers died): such a point runs again on resume."""
 
 
 def schema(axes: list[str]):
@@ -90,6 +93,10 @@ class ResultsDir:
         for tmp in self.points.glob(".*.partial-*"):
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        for line in _lines(self.root / MANIFEST):  # a point its workers died on may run where memory allows
+            path = self.points / f"{line.get('id')}.parquet"
+            if line.get("status") == "failed" and path.is_file() and _reason(path).startswith(LOST):
+                path.unlink()
         done = self.done()
         kept: dict[str, str] = {}
         for line in _lines(self.root / MANIFEST):
@@ -122,6 +129,12 @@ def _status(path: Path) -> str:
     import pyarrow.parquet as pq
 
     return str(pq.read_table(path, columns=["status"]).column("status")[0])
+
+
+def _reason(path: Path) -> str:
+    import pyarrow.parquet as pq
+
+    return str(pq.read_table(path, columns=["reason"]).column("reason")[0])
 
 
 def _replace(path: Path, text: str) -> None:
