@@ -523,8 +523,10 @@ def sweep(
             result = api.sweep(file, out, workers=workers, scheduler=scheduler, resume=resume, started=started,
                                progress=progress)
     except KeyboardInterrupt:  # after the bar is gone, so the message is the last thing on the screen
-        t = last.get("tally")
-        done = f"{t.done:,} of {t.total:,} points are written" if t is not None else "nothing was run"
+        from stepbudget.sweep.results import written_points
+
+        t = last.get("tally")  # the files themselves say how many are written: a write may end as Ctrl-C lands
+        done = f"{written_points(out):,} of {t.total:,} points are written" if t is not None else "nothing was run"
         print(f"stepbudget: sweep interrupted: {done}; stepbudget sweep {file} --out {out} --resume goes on",
               file=sys.stderr)
         raise typer.Exit(130) from None

@@ -92,19 +92,27 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(client, referenc
 
 def _sweep_process(*args: str, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "stepbudget", "sweep", str(SMALL), *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-@pytest.mark.parametrize("sig,workers,code", [(signal.SIGINT, "0", 130), (signal.SIGTERM, "1", 128 + signal.SIGTERM)])
-def test_an_interrupted_sweep_resumes_to_the_uninterrupted_result(reference, tmp_path, sig, workers, code):
+@pytest.mark.parametrize("sig,workers,code,group", [
+    (signal.SIGINT, "0", 130, False),
+    (signal.SIGINT, "2", 130, True),  # a terminal's Ctrl-C: every process of the group, Dask's workers too
+    (signal.SIGTERM, "1", 128 + signal.SIGTERM, False),
+])
+def test_an_interrupted_sweep_resumes_to_the_uninterrupted_result(reference, tmp_path, sig, workers, code, group):
     out = tmp_path / "out"
     proc = _sweep_process("--out", str(out), "--workers", workers, cwd=tmp_path)
     deadline = time.monotonic() + 180
     while len(_manifest(out)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
-    proc.send_signal(sig)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
+    assert "Traceback" not in err and "ERROR" not in err, err
     written = len(_manifest(out))
     assert 2 <= written < 9, "the sweep ended before it could be interrupted"
     if sig == signal.SIGINT:

@@ -126,13 +126,37 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
                 yield client, Where("cluster", len(client.scheduler_info()["workers"]), client.dashboard_link)
             return
         try:
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=DASHBOARD if _has_bokeh() else None, silence_logs=logging.ERROR)
+            with _workers_ignore_ctrl_c():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=DASHBOARD if _has_bokeh() else None,
+                                       silence_logs=logging.ERROR)
         except (RuntimeError, OSError, TimeoutError) as e:
             raise ScenarioError(f"workers: the local Dask cluster did not start ({_first_line(e)[:120]}); "
                                 "give --workers 0 to run in this process") from None
         with cluster, Client(cluster) as client:
-            yield client, Where("local", n, client.dashboard_link if _has_bokeh() else None)
+            try:
+                yield client, Where("local", n, client.dashboard_link if _has_bokeh() else None)
+            except (KeyboardInterrupt, SystemExit):  # stopped: the cluster closes quietly, its shutdown is not news
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)
+                raise
+
+
+@contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Worker processes started inside ignore SIGINT (an ignored signal stays ignored in a child, and Python then
+    installs no handler of its own): a terminal's Ctrl-C reaches every process of the group, and only this one
+    should act on it, closing the cluster in order, rather than each worker dying with a traceback."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers are the main thread's
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _first_line(e: BaseException) -> str:

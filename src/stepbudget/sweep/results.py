@@ -209,6 +209,12 @@ def read_grid(out: str | os.PathLike) -> dict:
             from None
 
 
+def written_points(out: str | os.PathLike) -> int:
+    """How many of the grid's points have their file complete in ``out``: what an interrupted run leaves."""
+    ids = {p["id"] for p in read_grid(out)["points"]}
+    return sum(1 for p in (Path(out) / POINTS).glob("*.parquet") if p.name.removesuffix(".parquet") in ids)
+
+
 def read_points(out: str | os.PathLike):
     """Every complete point's rows as one Arrow table (the grid's points only), sorted by point and rank."""
     import pyarrow as pa
