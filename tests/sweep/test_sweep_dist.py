@@ -70,6 +70,19 @@ def test_two_dask_workers_write_what_one_process_writes_row_for_row(client, refe
     assert sorted(line["id"] for line in _manifest(tmp_path / "out")) == [i.removesuffix(".parquet") for i in ids]
 
 
+def test_scheduler_points_the_command_at_a_running_cluster(client, tmp_path):
+    # what a user does with a cluster they run (dask scheduler + dask worker): the scheduler's address, nothing else
+    budget = FIXTURES / "budget.yaml"
+    run_sweep(load_sweep(budget), str(tmp_path / "here"), workers=0)
+    result = CliRunner().invoke(cli.app, ["sweep", str(budget), "--out", str(tmp_path / "there"), "--scheduler",
+                                          client.scheduler.address, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["where"]["kind"] == "cluster" and doc["where"]["workers"] == 2 and doc["written"] == 4
+    assert read_points(tmp_path / "there").to_pylist() == read_points(tmp_path / "here").to_pylist()
+    assert client.scheduler_info()["workers"]  # the command closed its own client, not the cluster
+
+
 def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(client, reference, tmp_path):
     out = tmp_path / "out"
     done: dict = {}
