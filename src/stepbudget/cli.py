@@ -498,15 +498,13 @@ def sweep(
 ) -> None:
     """Run a design-space sweep (a grid of scenarios, a task at each point) on Dask workers; resumable."""
     from stepbudget.sweep.dist import check_workers
-    from stepbudget.sweep.grid import load_sweep
     from stepbudget.views.sweep import progress_line, started_line
 
     if out is None or not out.strip():
         fail("--out: give the folder for the results, e.g. --out results/")
     _check_installed(("pyarrow", "parquet"), "sweep: writing its results")
     try:
-        check_workers(workers, scheduler)
-        load_sweep(file)  # a bad file is one line before any worker starts
+        check_workers(workers, scheduler)  # a bad file is refused by api.sweep before its folder or workers
     except ScenarioError as e:
         fail(str(e))
     last: dict = {}

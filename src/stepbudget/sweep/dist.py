@@ -178,7 +178,7 @@ def run_sweep(sweep: Sweep, out: str, *, workers: int | None = None, scheduler: 
     try:
         before = results.done()
         todo = [p for p in points if p.id not in before]
-        count = {"done": len(before & {p.id for p in points}), "failed": _failed_before(results, points, before)}
+        count = {"done": len(before & {p.id for p in points}), "failed": results.failed(before & {p.id for p in points})}
         first = count["done"]
 
         def tally() -> Tally:
@@ -213,14 +213,6 @@ def run_sweep(sweep: Sweep, out: str, *, workers: int | None = None, scheduler: 
                         where)
     finally:
         results.close()
-
-
-def _failed_before(results, points: list[Point], before: set[str]) -> int:
-    from stepbudget.sweep.results import _lines
-
-    ids = {p.id for p in points} & before
-    return sum(1 for line in _lines(results.root / "manifest.jsonl") if line.get("id") in ids
-               and line.get("status") == "failed")
 
 
 def _run_dask(client: Any, todo: list[Point], record: Callable[[Point, list[dict], float], None]) -> None:

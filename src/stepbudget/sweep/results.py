@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from stepbudget.inputs.files import partial_name
+from stepbudget.inputs.files import atomic_write
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.grid import Point, Sweep
 from stepbudget.sweep.point import COLUMNS
@@ -64,19 +64,13 @@ class ResultsDir:
         if target.exists():
             return False
         table = pa.Table.from_pylist(rows, schema=self.schema)
-        tmp = partial_name(target)
-        try:
+
+        def synced(tmp: Path) -> None:  # the rename must never name a file whose bytes a crash could lose
             with open(tmp, "wb") as f:
                 pq.write_table(table, f, compression="zstd")
-                f.flush()
-                os.fsync(f.fileno())  # the rename must never name a file whose bytes a crash could lose
-            os.replace(tmp, target)
-        except OSError as e:
-            raise ScenarioError(f"out: cannot write {str(target)!r} ({e.strerror or e}); free space or choose "
-                                "another folder") from None
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+                _sync(f)
+
+        atomic_write(target, synced, "out")
         self._append({"id": point.id, "point": point.index, "status": rows[0]["status"],
                       "seconds": round(seconds, 6), "finished": time.time()})
         return True
@@ -84,8 +78,11 @@ class ResultsDir:
     def _append(self, line: dict) -> None:
         with open(self.root / MANIFEST, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            _sync(f)
+
+    def failed(self, ids: set[str]) -> int:
+        """How many of ``ids`` the manifest has as failed."""
+        return sum(1 for line in _lines(self.root / MANIFEST) if line.get("id") in ids and line.get("status") == "failed")
 
     def reconcile(self) -> None:
         """Remove temporary files left by an interrupted run, and rewrite the manifest from the point files:
@@ -95,7 +92,7 @@ class ResultsDir:
                 tmp.unlink()
         for line in _lines(self.root / MANIFEST):  # a point its workers died on may run where memory allows
             path = self.points / f"{line.get('id')}.parquet"
-            if line.get("status") == "failed" and path.is_file() and _reason(path).startswith(LOST):
+            if line.get("status") == "failed" and path.is_file() and _first(path, "reason").startswith(LOST):
                 path.unlink()
         done = self.done()
         kept: dict[str, str] = {}
@@ -104,7 +101,7 @@ class ResultsDir:
             if ident in done and ident not in kept:
                 kept[ident] = json.dumps(line)
         for ident in sorted(done - kept.keys()):  # renamed, then interrupted before its line was appended
-            kept[ident] = json.dumps({"id": ident, "status": _status(self.points / f"{ident}.parquet")})
+            kept[ident] = json.dumps({"id": ident, "status": _first(self.points / f"{ident}.parquet", "status")})
         _replace(self.root / MANIFEST, "".join(v + "\n" for v in kept.values()))
 
     def close(self) -> None:
@@ -125,29 +122,25 @@ def _lines(path: Path) -> Iterator[dict]:
                 yield line
 
 
-def _status(path: Path) -> str:
+def _first(path: Path, column: str) -> str:
+    """A point file's first row's ``column`` (its status or reason)."""
     import pyarrow.parquet as pq
 
-    return str(pq.read_table(path, columns=["status"]).column("status")[0])
+    return str(pq.read_table(path, columns=[column]).column(column)[0])
 
 
-def _reason(path: Path) -> str:
-    import pyarrow.parquet as pq
-
-    return str(pq.read_table(path, columns=["reason"]).column("reason")[0])
+def _sync(f) -> None:
+    f.flush()
+    os.fsync(f.fileno())
 
 
 def _replace(path: Path, text: str) -> None:
-    tmp = partial_name(path)
-    try:
+    def synced(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            _sync(f)
+
+    atomic_write(path, synced, "out")
 
 
 def grid_document(sweep: Sweep, points: list[Point]) -> dict:

@@ -9,8 +9,8 @@ from stepbudget.sweep.grid import GPUS
 from stepbudget.sweep.point import COLUMNS
 from stepbudget.sweep.report import SweepReport
 from stepbudget.units import fmt_time
+from stepbudget.views.chapter.figures import COLORS
 
-COLORS = ["#3b6ea8", "#d1603d", "#5aa469", "#8e6bb8", "#c49a2c", "#4aa3a1", "#b8527a", "#7a7a7a"]
 
 
 def _eta(s: float | None) -> str:
