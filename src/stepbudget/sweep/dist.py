@@ -129,7 +129,7 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
             with _workers_ignore_ctrl_c():
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address=DASHBOARD if _has_bokeh() else None,
-                                       silence_logs=logging.ERROR)
+                                       silence_logs=logging.CRITICAL)  # workers too: their shutdown noise
         except (RuntimeError, OSError, TimeoutError) as e:
             raise ScenarioError(f"workers: the local Dask cluster did not start ({_first_line(e)[:120]}); "
                                 "give --workers 0 to run in this process") from None
