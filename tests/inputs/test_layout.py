@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import stepbudget as sb
 from stepbudget.enums import Axis, Schedule
 from stepbudget.inputs.layout import Batch, Layout, OverlapSettings, Precision, shard_groups_split
 
@@ -61,3 +62,24 @@ def test_a_layout_is_accepted_exactly_when_its_schedule_fits(schedule, v, pp):
         assert field in str(e)
     else:
         assert fits and (lay.schedule, lay.virtual_stages, lay.pp) == (schedule, v, pp)
+
+
+@pytest.mark.parametrize("order", [["tp", "cp", "ep", "dp", "pp"], ["tp", "cp", "ep", "pp", "dp"],
+                                   ["tp", "cp", "pp", "dp", "ep"], ["dp", "ep", "tp", "cp", "pp"]])
+def test_order_takes_ep_next_to_dp(order):
+    # Megatron-Core's default tp-cp-ep-dp-pp and its tp-cp-ep-pp-dp (pp between ep and dp), or ep outside dp
+    assert Layout(order=order).order == tuple(Axis(a) for a in order)
+
+
+@pytest.mark.parametrize("order, message", [
+    ("[tp, ep, cp, dp, pp]", "layout.order: [tp, ep, cp, dp, pp] puts ep away from dp; put ep next to dp, whose "
+                             "ranks it is carved from, e.g. [tp, cp, ep, dp, pp]"),
+    ("[ep, tp, cp, pp, dp]", "layout.order: [ep, tp, cp, pp, dp] puts ep away from dp"),
+    ("[tp, cp, ep, dp, pp, ep]", "layout.order: list tp, cp, pp and dp once each and ep at most once, innermost "
+                                 "first, e.g. [tp, cp, pp, dp] or [tp, cp, ep, dp, pp]; got [tp, cp, ep, dp, pp, ep]"),
+    ("[tp, cp, ep, dp]", "layout.order: list tp, cp, pp and dp once each and ep at most once"),
+])
+def test_a_bad_order_is_refused_in_one_line_naming_the_field_and_the_fix(order, message):
+    with pytest.raises(sb.ScenarioError) as e:
+        sb.load("megascale-moe-352b", [f"layout.order={order}"])
+    assert "\n" not in str(e.value) and str(e.value).startswith(message)

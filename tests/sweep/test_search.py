@@ -12,12 +12,14 @@ from typer.testing import CliRunner
 import stepbudget as sb
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.cli import app
+from stepbudget.enums import Axis
 from stepbudget.inputs.layout import Layout
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.calibrate import kernel_scenario
 from stepbudget.sweep.search import KNOBS, METRICS, SearchError, scenario_for, search
 from stepbudget.sweep.space import COLUMNS, layout_space
 from stepbudget.sweep.store import CODE_NAMES
+from tests._util import moe_job
 
 runner = CliRunner()
 REL = 1e-9
@@ -157,6 +159,24 @@ def test_best_beats_random_rows_of_the_space(hpn64):
         plan = sb.derive(scenario_for(hpn64.scenario, row, 64))
         assert memory_per_gpu(plan).fits
         assert hpn64.top[0]["step_s"] <= float(sb.estimate(plan).step_s) * (1 + REL)
+
+
+# --- an MoE job at 4K: EP 8 is on NVLink without CP ------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_a_moe_search_at_4k_does_not_take_cp_to_move_ep_into_the_node(model):
+    # with EP 8 costed on the NIC the search took TP2 CP4 to bring EP inside TP x CP; EP 8 drawn from the DP ranks
+    # is one node already (PP 1), so the winner keeps CP at 1 and the best layout of each CP exposes the same EP
+    r = search(moe_job(model), top=1)
+    best = r.top[0]
+    assert (best["tp"], best["cp"], best["pp"], best["dp"], best["ep"]) == (1, 1, 1, 64, 8)
+    b = sb.estimate(sb.derive(scenario_for(r.scenario, best, r.gpus)))
+    assert [float(x.nic_bytes) for x in b.exchanges if x.dim == Axis.EP] == [0.0, 0.0]  # dispatch, combine
+    assert sorted(r.best_by["cp"]) == [1, 2, 4]
+    for row in r.best_by["cp"].values():
+        assert row["exposed_ep_s"] == pytest.approx(best["exposed_ep_s"], rel=1e-12)
+        assert row["step_s"] >= best["step_s"]
 
 
 # --- more bandwidth, smaller chunks ------------------------------------------------------------------

@@ -96,7 +96,10 @@ class Layout(Frozen):
     micro_batch: Degree = 1
     """Sequences per micro-batch (b)."""
     order: tuple[Axis, ...] = DEFAULT_ORDER
-    """Rank order, innermost (fastest-varying) first. Default [tp, cp, pp, dp] (Llama 3)."""
+    """Rank order, innermost (fastest-varying) first. Default [tp, cp, pp, dp] (Llama 3 3.3.2). ep, optional,
+    sits next to dp (pp may sit between them): the expert ranks are carved out of each pipeline stage's
+    TP x CP x DP ranks, expert TP, EP and expert DP where the order puts TP, EP and DP (Megatron-Core's
+    default [tp, cp, ep, dp, pp]); an order without ep puts it right inside dp."""
     dp_ring: Literal["hierarchical", "flat", "tree", "in-network"] = "hierarchical"
     """How a DP group that shares nodes runs its ring: hierarchical/multi-channel (NVLink inside
     the node, 1/g of the bytes on each NIC) or flat (every ring neighbour on another node: all
@@ -128,8 +131,16 @@ class Layout(Frozen):
     @field_validator("order")
     @classmethod
     def _order_is_permutation(cls, v: tuple[Axis, ...]) -> tuple[Axis, ...]:
-        if sorted(v) != sorted(DEFAULT_ORDER):
-            raise ValueError("layout.order: list tp, cp, pp and dp once each, innermost first, e.g. [tp, cp, pp, dp]")
+        got = f"[{', '.join(v)}]"
+        if sorted(a for a in v if a != Axis.EP) != sorted(DEFAULT_ORDER) or v.count(Axis.EP) > 1:
+            raise ValueError(f"layout.order: list tp, cp, pp and dp once each and ep at most once, innermost first, "
+                             f"e.g. [tp, cp, pp, dp] or [tp, cp, ep, dp, pp]; got {got}")
+        # ep and dp adjacent: Megatron-Core's RankGenerator carves EP out of DP ("The ep and dp must be adjacent
+        # in order", parallel_state.py before MoE parallel folding); pp between them is its tp-cp-ep-pp-dp
+        beside = [a for a in v if a != Axis.PP]
+        if Axis.EP in beside and abs(beside.index(Axis.EP) - beside.index(Axis.DP)) != 1:
+            raise ValueError(f"layout.order: {got} puts ep away from dp; put ep next to dp, whose ranks it is "
+                             "carved from, e.g. [tp, cp, ep, dp, pp]")
         return v
 
     @model_validator(mode="after")

@@ -18,7 +18,8 @@ from stepbudget.enums import (ALGORITHM_CODES, CP_KIND_CODES, DP_KIND_CODES, DUA
 from stepbudget.inputs.model import Model
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.flops import ModelCounts, model_counts
-from stepbudget.plan.groups import members_per_node, strides, tier_slowdown
+from stepbudget.plan.groups import (expert_strides, members_per_node, stage_members_per_node, stage_stride,
+                                    strides, tier_slowdown)
 from stepbudget.inputs.profiles import NO_PROFILE, Profile
 from stepbudget.plan.calibration import profile_of
 from stepbudget.plan.memory import parameter_copies
@@ -340,28 +341,42 @@ def _geometry(scenario: Scenario, lay: LayoutArrays, dp_group: np.ndarray,
     """(members per node, tier slow-down) of each group, from the rank order and the node size."""
     order, g = scenario.layout.order, scenario.cluster.gpus_per_node
     degrees = {Axis.TP: lay.tp, Axis.CP: lay.cp, Axis.PP: lay.pp, Axis.DP: lay.dp}
-    stride = strides(order, degrees)
-    # expert ranks come from the non-PP ranks, contiguous up to the axes inside PP in the order
-    inside_pp = np.ones_like(lay.tp)
-    for axis in order[: order.index(Axis.PP)]:
-        inside_pp = inside_pp * degrees[axis]
-    q = _members_per_node(lay, stride, g, inside_pp, dp_group, expert_dp_group)
-    return q, _tiers(scenario, lay, stride, dp_group, q["ep"])
+    dense = tuple(a for a in order if a != Axis.EP)  # EP refactors the dense ranks; it adds none
+    stride = strides(dense, degrees)
+    # the expert groups live in one pipeline stage's ranks: runs of the degrees inside PP, run * pp apart
+    # (plan/groups.py; with pp = 1 or PP outermost one run, as Megatron-Core's tp-cp-ep-dp-pp)
+    expert = _ExpertGroups(expert_strides(order, lay.tp, lay.cp, lay.dp, lay.ep, lay.expert_tp),
+                           stride[Axis.PP], lay.pp)
+    q = _members_per_node(lay, stride, g, expert, dp_group, expert_dp_group)
+    return q, _tiers(scenario, lay, stride, dp_group, expert)
 
 
-def _members_per_node(lay: LayoutArrays, stride: dict[Axis, np.ndarray], g: int, inside_pp: np.ndarray,
+@dataclass(frozen=True)
+class _ExpertGroups:
+    """Where the expert groups sit: their strides among one stage's ranks, and the stage's runs of ranks."""
+
+    stride: dict[Axis, np.ndarray]
+    """EP's and one expert's DP's member distance, counted in one stage's ranks (groups.expert_strides)."""
+    run: np.ndarray
+    """Consecutive ranks of one stage: the product of the degrees inside PP."""
+    pp: np.ndarray
+    """Pipeline degree: a stage's runs are run * pp ranks apart."""
+
+
+def _members_per_node(lay: LayoutArrays, stride: dict[Axis, np.ndarray], g: int, expert: _ExpertGroups,
                       dp_group: np.ndarray, expert_dp_group: np.ndarray) -> dict[str, np.ndarray]:
     tp, cp, dp, ep, etp = lay.tp, lay.cp, lay.dp, lay.ep, lay.expert_tp
     # gradients reduce over dp * cp ranks: the CP members and the DP members of a node multiply; a shard
     # group takes the innermost of them, so its replicas share a node only when it is smaller than one
     q_dp = np.minimum(members_per_node(cp, stride[Axis.CP], g) * members_per_node(dp, stride[Axis.DP], g), g)
-    # one expert's replicas sit ep * expert_tp non-PP ranks apart
-    q_expert_dp = members_per_node(tp * cp * dp // (ep * etp), ep * etp, np.minimum(g, inside_pp))
+    # one expert's replicas: tp*cp*dp / (ep*expert_tp) ranks of one stage (Megatron-Core's expert grid)
+    q_expert_dp = stage_members_per_node(tp * cp * dp // (ep * etp), expert.stride[Axis.DP], expert.run,
+                                         expert.pp, g)
     q = {
         "tp": members_per_node(tp, stride[Axis.TP], g),
         "cp": members_per_node(cp, stride[Axis.CP], g),
         "pp": np.where(stride[Axis.PP] < g, 2, 1),
-        "ep": np.clip(np.minimum(g, inside_pp) // etp, 1, ep),
+        "ep": stage_members_per_node(ep, expert.stride[Axis.EP], expert.run, expert.pp, g),
     }
     q["dp"], q["dp_replicas"] = _shard_and_replicas(q_dp, dp_group)
     q["expert_dp"], q["expert_dp_replicas"] = _shard_and_replicas(q_expert_dp, expert_dp_group)
@@ -369,8 +384,8 @@ def _members_per_node(lay: LayoutArrays, stride: dict[Axis, np.ndarray], g: int,
 
 
 def _tiers(scenario: Scenario, lay: LayoutArrays, stride: dict[Axis, np.ndarray], dp_group: np.ndarray,
-           q_ep: np.ndarray) -> dict[str, np.ndarray]:
-    tiers, g, replicas = scenario.cluster.tiers, scenario.cluster.gpus_per_node, scenario.layout.dp_replicas
+           expert: _ExpertGroups) -> dict[str, np.ndarray]:
+    tiers, replicas = scenario.cluster.tiers, scenario.layout.dp_replicas
     tp, cp, pp, ep = lay.tp, lay.cp, lay.pp, lay.ep
     return {
         "tp": tier_slowdown(tp, stride[Axis.TP], tiers, "ring"),
@@ -380,7 +395,7 @@ def _tiers(scenario: Scenario, lay: LayoutArrays, stride: dict[Axis, np.ndarray]
         # neighbours sit close together, so only its DP hops cross the tiers
         "dp": tier_slowdown(dp_group, stride[Axis.DP] / cp, tiers, "ring"),
         "dp_replicas": tier_slowdown(np.full_like(dp_group, replicas), stride[Axis.DP] / cp * dp_group, tiers, "ring"),
-        "ep": tier_slowdown(ep, np.ones_like(ep) * np.maximum(1, g // np.maximum(q_ep, 1)), tiers, "all-to-all"),
+        "ep": tier_slowdown(ep, stage_stride(ep, expert.stride[Axis.EP], expert.run, expert.pp), tiers, "all-to-all"),
     }
 
 
