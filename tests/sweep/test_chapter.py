@@ -87,6 +87,11 @@ def test_dimension_rules_name_their_control():
     bad = dataclasses.replace(d, tp=7, pp=5, dp=100, ep=3, cp=3)
     assert {p.field for p in dims.check("hpn-gpt3-175b", bad)} == {"tp", "pp", "dp", "ep", "cp"}
     assert dims.check("hpn-gpt3-175b", d) == []
+    # an order may name ep (beside dp) or leave it right inside dp: the same axes to the panel
+    moe = dims.preset_degrees("megascale-moe-352b")
+    assert dims.check("megascale-moe-352b", dataclasses.replace(moe, order=("tp", "cp", "pp", "ep", "dp"))) == []
+    assert [p.field for p in dims.check("megascale-moe-352b", dataclasses.replace(moe, order=("tp", "cp", "pp")))] == [
+        "order"]
 
 
 def test_panel_whatif_halves_pp_when_hbm_allows_and_keeps_it_when_not():
