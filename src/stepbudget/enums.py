@@ -146,6 +146,21 @@ class RateScope(StrEnum):
     STEP = "step"
 
 
+class Origin(StrEnum):
+    """Where a resolved scenario field's value came from, in the order completion tries them
+    (inputs/complete.py): what the job states, the model catalog's row, the GPU's hardware row, the tool's
+    default. A stated field always wins; a later origin only fills what the earlier ones leave unset."""
+
+    STATED = "stated"
+    """Written in the preset, the scenario file, a base it names, a ``--set`` or a typed edit."""
+    CATALOG = "model catalog"
+    """From the row of the model catalog the job names (inputs/catalog.yaml)."""
+    HARDWARE = "hardware"
+    """From the row of the GPU the job names (inputs/gpus.yaml): its datasheet and its node's links."""
+    DEFAULT = "tool default"
+    """The field's documented default: nothing the job names says otherwise."""
+
+
 # --- integer codes -------------------------------------------------------------------------------
 # Sweeps carry closed choices as int arrays (one entry per candidate layout); these tables are the only
 # place a code is given a meaning.

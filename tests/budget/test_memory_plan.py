@@ -314,11 +314,14 @@ def test_memory_cli_json_matches_the_library():
     assert d["fits"] is (d["total_bytes"] <= d["capacity_bytes"])
 
 
-def test_memory_cli_bad_input_is_one_line():
+def test_memory_cli_bad_input_is_one_line_per_problem():
     r = CliRunner().invoke(app, ["memory", "hpn-gpt3-175b", "--set", "layout.tp=5"])
     assert r.exit_code == 2
     lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("stepbudget: error: layout")
+    # TP 5 breaks two rules at once: the degrees no longer fill the GPUs, and 5 does not divide the 96 heads
+    assert lines == ["stepbudget: error: layout: tp*cp*pp*dp = 5*1*8*512 = 20480 but cluster.gpus = 32768; change the "
+                     "degrees or set cluster.gpus=20480",
+                     "stepbudget: error: layout.tp: 96 attention heads are not divisible by tp = 5; use a divisor"]
 
 
 

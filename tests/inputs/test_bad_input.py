@@ -1,4 +1,4 @@
-"""Each bad input: exit code 2, one line on stderr naming the field and the fix, no traceback."""
+"""Each bad input: exit code 2, one line on stderr per problem naming the field and the fix, no traceback."""
 
 import pytest
 import yaml
@@ -13,12 +13,15 @@ from stepbudget.inputs.documents import MAX_DEPTH
 runner = CliRunner()
 
 
-def fails(*args):
+def fails(*args, problems: int | None = 1):
+    """The error of a command that must fail: ``problems`` lines (any number when None), each one problem."""
     r = runner.invoke(app, list(args))
     assert r.exit_code == 2, (r.exit_code, r.output)
     err = r.stderr.strip()
     assert "Traceback" not in r.output and "Traceback" not in err
-    assert len(err.splitlines()) == 1, err
+    lines = err.splitlines()
+    assert problems is None or len(lines) == problems, err
+    assert all(line.startswith("stepbudget: error: ") for line in lines), err
     return err
 
 
@@ -34,7 +37,8 @@ CASES = [
     (("--set", "layout.dp=64"), ["layout", "16384", "layout.dp=128"]),
     (("--set", "layout.tp=3", "--set", "cluster.gpus=6144"), ["layout.tp", "heads", "3"]),
     (("--set", "layout.tp=16", "--set", "cluster.gpus=32768"), ["layout.tp", "KV heads", "16"]),
-    (("--set", "layout.cp=2", "--set", "layout.dp=64", "--set", "model.seq_len=8194"), ["layout.cp", "2*cp"]),
+    (("--set", "layout.cp=2", "--set", "layout.dp=64", "--set", "model.seq_len=8194", "--set",
+      "batch.global_batch_tokens=null", "--set", "batch.global_batch_seqs=2048"), ["layout.cp", "2*cp"]),
     (("--set", "layout.pp=12", "--set", "cluster.gpus=12288"), ["layout.pp", "not divisible", "12"]),
     (("--set", "layout.micro_batch=3"), ["batch", "dp*micro_batch", "micro_batch"]),
     (("--set", "model.hidden_size=0"), ["model.hidden_size", "greater than 0"]),
@@ -91,8 +95,26 @@ def test_malformed_yaml(tmp_path):
     assert "not valid YAML" in fails_on(tmp_path, "model: [unclosed\n")
 
 
-def test_missing_section(tmp_path):
-    assert "required" in fails_on(tmp_path, "model:\n  num_layers: 2\n")
+def test_missing_sections_and_fields_are_named_all_at_once(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model:\n  num_layers: 2\n")
+    err = fails("budget", str(f), problems=None)
+    named = {line.removeprefix("stepbudget: error: ").split(":")[0] for line in err.splitlines()}
+    assert named == {"model.hidden_size", "model.num_heads", "model.ffn_size", "model.vocab_size", "model.seq_len",
+                     "cluster", "layout", "batch"}
+    assert all(line.endswith("required field is missing; add it") for line in err.splitlines())
+
+
+def test_every_problem_of_a_scenario_is_named_at_once():
+    # three layout rules and a unit broken at once: each is a line, from the sections that validate
+    err = fails("budget", "llama3-405b", "--set", "layout.dp=64", "--set", "layout.tp=3", "--set", "layout.pp=7",
+                problems=3)
+    assert [line.split(":")[2].strip() for line in err.splitlines()] == ["layout", "layout.tp", "layout.pp"]
+    # a bad model leaves the checks that read it out, not those between the layout and the cluster
+    err = fails("budget", "llama3-405b", "--set", "layout.dp=64", "--set", "precision.grads=fp7",
+                "--set", "model.hidden_size=-1", problems=3)
+    assert {line.split(":")[2].strip() for line in err.splitlines()} == {"model.hidden_size", "precision.grads",
+                                                                        "layout"}
 
 
 @settings(max_examples=40, deadline=None)

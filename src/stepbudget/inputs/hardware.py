@@ -193,12 +193,28 @@ def named_gpu(name: object) -> dict | None:
     return copy.deepcopy(known[name]) if isinstance(name, str) and name in known else None
 
 
+def gpu_node(name: str) -> dict | None:
+    """A fresh copy of the node GPU ``name`` ships in (gpus.yaml ``node``: its scale-up domain, NVLink rate and
+    scale-out NICs, with their source), or None if ``name`` is not a shipped GPU."""
+    node = _gpu_rows().get(name, {}).get(NODE)
+    return copy.deepcopy(node) if isinstance(node, dict) else None
+
+
 def gpu_presets() -> dict[str, dict]:
     """GPU datasheets shipped with the package (inputs/gpus.yaml), by name: a fresh copy callers may edit."""
     return copy.deepcopy(_gpu_presets())
 
 
+NODE = "node"
+"""A gpus.yaml row's key for the node the GPU ships in: not a figure of the GPU itself."""
+
+
 @functools.cache
-def _gpu_presets() -> dict[str, dict]:
+def _gpu_rows() -> dict[str, dict]:
     text = (resources.files("stepbudget.inputs") / "gpus.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
+
+
+@functools.cache
+def _gpu_presets() -> dict[str, dict]:
+    return {name: {k: v for k, v in row.items() if k != NODE} for name, row in _gpu_rows().items()}

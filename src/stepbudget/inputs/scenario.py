@@ -6,19 +6,22 @@ from __future__ import annotations
 import copy
 import functools
 import os
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from pydantic import ValidationError, model_validator
+from pydantic import PrivateAttr, ValidationError, model_validator
 
-from stepbudget.enums import AttentionKernel, DataParallel, EPKind, Recompute, Schedule
+from stepbudget.enums import AttentionKernel, DataParallel, EPKind, RateScope, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
+from stepbudget.inputs.complete import Path as FieldPath
+from stepbudget.inputs.complete import Source, Stated, complete, provenance
 from stepbudget.inputs.documents import LimitError, plain, read_document, read_yaml
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_text
-from stepbudget.inputs.hardware import Cluster, named_gpu
+from stepbudget.inputs.hardware import Cluster
 from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
                                       stated_rank_layers)
 from stepbudget.inputs.model import Model
@@ -43,21 +46,82 @@ class Scenario(Frozen):
     overlap: OverlapSettings = OverlapSettings()
     flops: FlopsConvention = FlopsConvention()
 
+    _stated: Stated | None = PrivateAttr(default=None)
+    _sources: dict[str, Source] | None = PrivateAttr(default=None)
+    _rate_basis: "Scenario | None" = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
-        """The sections agree: the degrees fill the GPUs and divide the heads, sequence, layers, experts and batch."""
-        lay = self.layout
-        self._check_gpu_count()
-        self._check_model_split()
-        if lay.attention_kernel != AttentionKernel.BEST:
-            self._check_attention_kernel()
-        if lay.recompute == Recompute.SELECTIVE_OP:
-            self._check_selective_op()
-        self._check_experts()
-        if lay.dp_replicas > 1:
-            self._check_replicas()
-        self._check_batch()
+        """The sections agree: the degrees fill the GPUs and divide the heads, sequence, layers, experts and batch.
+        Every check runs, and every one that fails is a line of the error."""
+        problems = self.consistency_problems(set(SECTION_CHECKS))
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
+
+    def consistency_problems(self, checks: set[str]) -> list[str]:
+        """The problems the named checks (``SECTION_CHECKS``) find, one line each."""
+        lay, problems = self.layout, []
+        skip = {"_check_attention_kernel": lay.attention_kernel == AttentionKernel.BEST,
+                "_check_selective_op": lay.recompute != Recompute.SELECTIVE_OP, "_check_replicas": lay.dp_replicas <= 1}
+        for name in SECTION_CHECKS:
+            if name in checks and not skip.get(name, False):
+                try:
+                    getattr(self, name)()
+                except (ValueError, ZeroDivisionError) as e:
+                    problems.append(str(e))
+        return problems
+
+    # ---- what the job states, where each value came from, and edits --------------------------------------
+
+    @property
+    def stated(self) -> Stated:
+        """What the job states, before completion (inputs/complete.py); a scenario built from a whole mapping
+        states all of it."""
+        return self._stated or Stated.of(self.model_dump(mode="json"), "given")
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        """Where each field's value came from (dotted field -> Source), in the order ``show`` prints them."""
+        return self._sources or provenance(self.model_dump(mode="json"), {})
+
+    @property
+    def rate_basis(self) -> "Scenario":
+        """The job a whole-step rate (``cluster.rate_scope: step``) was measured on: this scenario as loaded, before
+        any edit changed its job. The budget runs an edited job at the kernel rate that reproduces the basis's step
+        (budget/rate.py)."""
+        return self._rate_basis or self
+
+    def edit(self, changes: Mapping[str, Any] | None = None, /, *, where: str = "edit", **sections: Any) -> "Scenario":
+        """This job with ``changes`` laid over what it states, as a new Scenario: ``sc.edit(layout={"pp": 8,
+        "dp": 256})``. A mapping merges field by field; ``model="NAME"`` swaps the model for a catalog row (the
+        sequence length stays the job's). Completion runs again, so unstated fields follow the new statements, and
+        the edited fields' source is ``where``."""
+        merged = {**(changes or {}), **sections}
+        return self._restated(self.stated.over(merged, where), _rate_fields(merged), where)
+
+    def assign(self, pairs: Sequence[tuple[FieldPath, Any]], where: str = "--set") -> "Scenario":
+        """This job with each ``(path, value)`` set, in order (``parse_sets`` reads ``--set`` text into them); a
+        mapping value replaces its section whole."""
+        rate = {path[-1]: value for path, value in pairs if len(path) == 2 and path[0] == "cluster"
+                and path[1] in RATE_FIELDS}
+        return self._restated(self.stated.assign(pairs, where), rate, where)
+
+    def _restated(self, stated: Stated, rate: Mapping[str, Any], where: str) -> "Scenario":
+        new = build_stated(stated)
+        if new.cluster.rate_scope == RateScope.STEP:
+            # a rate the edit states describes the job it was measured on: the job before this edit
+            basis = self.rate_basis
+            new._rate_basis = basis._restated(basis.stated.over({"cluster": rate}, where), {}, where) if rate else basis
+        return new
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "Scenario":
+        """Pydantic's copy; with ``update`` the copy states its whole self (what it stated before no longer
+        describes it). Prefer ``edit``, which completes and validates again."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied._stated = copied._sources = None
+        return copied
 
     def _check_gpu_count(self) -> None:
         lay, gpus = self.layout, self.cluster.gpus
@@ -72,17 +136,26 @@ class Scenario(Frozen):
 
     def _check_model_split(self) -> None:
         """TP divides the heads, CP the sequence (in 2*cp chunks), PP x virtual stages the layer slots."""
-        m, lay = self.model, self.layout
+        m, lay, problems = self.model, self.layout, []
         if m.num_heads % lay.tp:
-            raise ValueError(f"layout.tp: {m.num_heads} attention heads are not divisible by tp = {lay.tp}; use a divisor")
-        if m.mla is None and m.kv_heads % lay.tp:
-            raise ValueError(f"layout.tp: {m.kv_heads} KV heads are not divisible by tp = {lay.tp}; "
-                             f"use a divisor of {m.kv_heads}")
+            problems.append(f"layout.tp: {m.num_heads} attention heads are not divisible by tp = {lay.tp}; use a divisor")
+        elif m.mla is None and m.kv_heads % lay.tp:
+            problems.append(f"layout.tp: {m.kv_heads} KV heads are not divisible by tp = {lay.tp}; "
+                            f"use a divisor of {m.kv_heads}")
         if lay.cp > 1 and m.seq_len % (2 * lay.cp):
-            raise ValueError(
+            problems.append(
                 f"layout.cp: seq_len {m.seq_len} must split into 2*cp = {2 * lay.cp} equal chunks for causal balance; "
                 "choose cp so that seq_len is divisible by 2*cp"
             )
+        try:
+            self._check_stage_split()
+        except ValueError as e:
+            problems.append(str(e))
+        if problems:
+            raise ValueError("\n".join(problems))
+
+    def _check_stage_split(self) -> None:
+        lay = self.layout
         if lay.stage_layers is not None:
             self._check_stage_list()
         elif lay.uneven_split:
@@ -236,25 +309,56 @@ class Scenario(Frozen):
         return seqs
 
 
+SECTION_CHECKS: dict[str, tuple[str, ...]] = {
+    "_check_gpu_count": ("layout", "cluster"),
+    "_check_model_split": ("model", "layout"),
+    "_check_experts": ("model", "layout"),
+    "_check_batch": ("model", "layout", "batch"),
+    "_check_attention_kernel": ("layout", "cluster"),
+    "_check_selective_op": ("model", "layout"),
+    "_check_replicas": ("model", "layout"),
+}
+"""Scenario's checks across sections, in the order they run, with the sections each reads: when another section
+fails validation, the checks whose sections are valid still run, so every problem is named at once."""
+
+
+def _checks_beside(data: Mapping[str, Any], e: ValidationError) -> list[str]:
+    """The cross-section problems of the sections of ``data`` that validate on their own, when others do not."""
+    failed = {str(x["loc"][0]) for x in e.errors() if x["loc"]}
+    if not failed:
+        return []  # every section validated: the checks ran and said what they found
+    sections: dict[str, Any] = {}
+    for name, info in Scenario.model_fields.items():
+        if name in failed or name not in data or not isinstance(info.annotation, type):
+            continue
+        if issubclass(info.annotation, Frozen):
+            try:
+                sections[name] = info.annotation.model_validate(data[name])
+            except ValidationError:
+                continue
+    checks = {name for name, needs in SECTION_CHECKS.items() if all(n in sections for n in needs)}
+    if not checks:
+        return []
+    defaults = {name: info.default for name, info in Scenario.model_fields.items() if isinstance(info.default, Frozen)}
+    found = Scenario.model_construct(**{**defaults, **sections}).consistency_problems(checks)
+    return [line for problem in found for line in problem.splitlines()]
+
+
 # ---- loading ---------------------------------------------------------------------------
 
 _PRESETS = resources.files("stepbudget.inputs") / "presets"
 
+RATE_FIELDS = ("achieved_flops", "achieved_fraction", "rate_scope")
+"""Cluster fields that state a measured rate: they describe the measurement, not a change to the job."""
+
+
+def _rate_fields(changes: Mapping[str, Any]) -> dict[str, Any]:
+    cluster = changes.get("cluster")
+    return {k: v for k, v in cluster.items() if k in RATE_FIELDS} if isinstance(cluster, Mapping) else {}
+
 
 def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml"))
-
-
-def _deep_merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if k == "gpu" and isinstance(v, dict) and (figures := named_gpu(out.get(k))) is not None:
-            out[k] = figures  # a file that changes some figures of its base's named GPU
-        if k == "model" and (isinstance(v, str) or (isinstance(v, dict) and "catalog" in v)):
-            out[k] = v  # a catalog model replaces the base's: its own fields, not the base's, are what is overridden
-            continue
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def _exists(path: str) -> bool:
@@ -272,8 +376,9 @@ MAX_BASE_DEPTH = 32
 """Longest chain of scenario files each naming the next as its base."""
 
 
-def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The unvalidated mapping for a preset name or a YAML/TOML path, with ``base:`` resolved."""
+def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
+    """What the preset name or YAML/TOML path ``ref`` states, the files its ``base:`` names first, each value with
+    the preset or file that states it."""
     if ref in _seen:
         raise ScenarioError(f"base: presets refer to each other in a loop ({' -> '.join(_seen + (ref,))})")
     if len(_seen) >= MAX_BASE_DEPTH:
@@ -283,21 +388,28 @@ def raw_scenario(ref: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if path.suffix in (".yaml", ".yml", ".toml"):
         if not _exists(ref):
             raise ScenarioError(f"scenario: file {ref!r} not found; give a preset name ({', '.join(preset_names())}) or a path")
-        data = read_document(read_text(ref, "scenario"), path.suffix, ref)
+        data, where = read_document(read_text(ref, "scenario"), path.suffix, ref), f"file {ref}"
     else:
         preset = _PRESETS / f"{ref}.yaml"
         if not preset.is_file():
             raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} "
                                 "or give a .yaml/.toml path")
-        data = copy.deepcopy(_preset_data(ref))
-    base = data.pop("base", None)
-    if base is not None:
-        base = str(base)
-        beside = path.parent / base  # a base file is found beside the file that names it, as an include is
-        if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and _exists(str(beside)):
-            base = str(beside)
-        data = _deep_merge(raw_scenario(base, _seen + (ref,)), data)
-    return data
+        data, where = copy.deepcopy(_preset_data(ref)), f"preset {ref}"
+    plain(data)
+    base = data.pop("base", None) if isinstance(data, dict) else None
+    if base is None:
+        return Stated.of(data, where)
+    base = str(base)
+    beside = path.parent / base  # a base file is found beside the file that names it, as an include is
+    if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and _exists(str(beside)):
+        base = str(beside)
+    return stated_scenario(base, _seen + (ref,)).over(data, where)
+
+
+def raw_scenario(ref: str) -> dict[str, Any]:
+    """The unvalidated mapping a preset name or a YAML/TOML path states, with ``base:`` resolved (a catalog model
+    or a named GPU as ``{catalog: NAME, ...}``)."""
+    return copy.deepcopy(dict(stated_scenario(ref).data))
 
 
 @functools.cache
@@ -306,41 +418,54 @@ def _preset_data(ref: str) -> dict[str, Any]:
     return read_document((_PRESETS / f"{ref}.yaml").read_text(encoding="utf-8"), ".yaml", ref)
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key.path=value`` overrides; values are read as YAML scalars or lists (within read_yaml's bounds)."""
-    out = copy.deepcopy(data)
+def parse_sets(overrides: Sequence[str]) -> list[tuple[FieldPath, Any]]:
+    """``key.path=value`` overrides as (path, value) pairs, values read as YAML scalars or lists (within read_yaml's
+    bounds); every malformed one is a line of the error."""
+    pairs, problems = [], []
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ScenarioError(f"override {item[:60]!r}: write section.field=value, e.g. layout.pp=8")
-        if "" in (parts := [p.strip() for p in key.split(".")]):
-            raise ScenarioError(f"override {key[:60]!r}: a name between the dots is empty; write section.field=value, "
-                                "e.g. layout.pp=8")
+            problems.append(f"override {item[:60]!r}: write section.field=value, e.g. layout.pp=8")
+            continue
+        if "" in (parts := tuple(p.strip() for p in key.split("."))):
+            problems.append(f"override {key[:60]!r}: a name between the dots is empty; write section.field=value, "
+                            "e.g. layout.pp=8")
+            continue
         try:
             value = read_yaml(text)
         except LimitError as e:
-            raise ScenarioError(f"override {key[:60]}: {e}") from None
+            problems.append(f"override {key[:60]}: {e}")
+            continue
         except yaml.YAMLError:
             value = text
         if value is None and text.strip() not in ("null", "~"):
             value = text  # YAML reads tags like "!" as null: keep the text so validation names it
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            if part == "gpu" and (figures := named_gpu(child)) is not None:
-                child = node[part] = figures  # edit a field of a named GPU
-            if node is out and part == "model" and isinstance(child, str):
-                child = node[part] = {"catalog": child}  # edit a field of a catalog model
-            if node is out and part == "model" and parts[-1] == "catalog" and len(parts) == 2:
-                child = node[part] = {}  # a catalog model replaces the preset's, whose fields would win
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                raise ScenarioError(f"override {key}: {part!r} is a value, not a section; check the key")
-            node = child
-        node[parts[-1]] = value
+        pairs.append((parts, value))
+    if problems:
+        raise ScenarioError("\n".join(problems))
+    return pairs
+
+
+def format_sets(changes: Mapping[str, Any], prefix: FieldPath = ()) -> list[str]:
+    """A typed edit as ``--set`` text, one ``section.field=value`` per field it states (the inverse of
+    ``parse_sets`` for what ``Scenario.edit`` takes): the command line that makes the same job."""
+    out = []
+    for key, value in changes.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            out += format_sets(value, path)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) for v in value):
+            out.append(f"{'.'.join(path)}=[{','.join(str(v) for v in value)}]")  # a shell word: [tp,cp,pp,dp]
+        else:
+            text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
+            out.append(f"{'.'.join(path)}={text.removesuffix('...').strip()}")
     return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``data`` with ``key.path=value`` overrides set (``parse_sets``), as an unvalidated mapping."""
+    return dict(Stated.of(data, "given").assign(parse_sets(overrides), "--set").data)
 
 
 _SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flops", "scenario")
@@ -349,42 +474,77 @@ _SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flo
 _UNION_BRANCHES = ("float", "int", "str", "bool")
 
 
-def _one_line(e: ValidationError) -> str:
-    def field(x) -> str:  # a union's branch shows up in the location ("overlap.tp.float"); drop it
-        return ".".join(str(p) for p in x["loc"] if str(p) not in _UNION_BRANCHES and not str(p).startswith("literal["))
+def _field(x: Mapping[str, Any]) -> str:
+    """An error's field: a union's branch shows up in the location ("overlap.tp.float"); drop it."""
+    return ".".join(str(p) for p in x["loc"] if str(p) not in _UNION_BRANCHES and not str(p).startswith("literal["))
 
-    errors = e.errors()
-    err = errors[0]
-    loc = field(err)
+
+def _lines(e: ValidationError) -> list[str]:
+    """One line per field that failed validation, each naming the field and the fix."""
+    errors, lines, seen = e.errors(), [], set()
+    for err in errors:
+        loc = _field(err)
+        if loc in seen and loc:
+            continue  # the other branches of a union that failed as a whole
+        seen.add(loc)
+        lines.extend(_line(err, loc, [x for x in errors if _field(x) == loc]))
+    return lines
+
+
+def _line(err: Any, loc: str, same_field: list) -> list[str]:
     msg = err["msg"].removeprefix("Value error, ")
-    if any(field(x) == loc and "literal['auto']" in map(str, x["loc"]) for x in errors):
+    if any("literal['auto']" in map(str, x["loc"]) for x in same_field):
         msg = "give a number or 'auto'"  # every branch of this number-or-"auto" field failed
     if err["type"] == "extra_forbidden":
         *parents, name = [str(p) for p in err["loc"]] or [""]
         if not name.strip() or not name.isprintable():  # an empty or blank key would leave the line naming nothing
-            return f"{'.'.join(parents) or 'scenario'}: a field named {name!r} is unknown; remove it"
-        return f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"
+            return [f"{'.'.join(parents) or 'scenario'}: a field named {name!r} is unknown; remove it"]
+        return [f"{loc}: unknown field; remove it or check its spelling (see `stepbudget show llama3-405b`)"]
     if err["type"] == "missing":
-        return f"{loc}: required field is missing; add it"
+        return [f"{loc}: required field is missing; add it"]
     if msg.startswith(_SECTIONS):
-        return msg  # our own validators already name the field and the fix
+        return msg.splitlines()  # our own validators already name the field and the fix, one line each
     value = err.get("input")
     repeated = "got " in msg or (isinstance(value, str) and repr(value) in msg)
     shown = f" (got {value!r})" if isinstance(value, (int, float, str)) and not repeated else ""
-    return f"{loc or 'scenario'}: {msg}{shown}"
+    return [f"{loc or 'scenario'}: {msg}{shown}"]
+
+
+def build_stated(stated: Stated) -> Scenario:
+    """Complete and validate what a job states into a Scenario, each field with its source; ScenarioError with one
+    line per problem, all of them at once."""
+    plain(stated.data)
+    done = complete(stated)
+    problems = list(done.problems)
+    named = tuple(p.split(":", 1)[0] + end for p in problems for end in (":", "."))  # a row not read: its section
+
+    try:
+        scenario = Scenario.model_validate(done.data)
+        scenario.global_batch_seqs  # noqa: B018 - checks tokens divide into sequences
+    except ValidationError as e:
+        problems += [line for line in _lines(e) if not line.startswith(named)]  # is short of what the row has
+        problems += _checks_beside(done.data, e)
+    except ScenarioError as e:
+        problems += str(e).splitlines()
+    if problems:
+        raise ScenarioError("\n".join(dict.fromkeys(problems)))
+    scenario._stated = stated
+    scenario._sources = provenance(scenario.model_dump(mode="json"), done.sources)
+    return scenario
 
 
 def build(data: dict[str, Any]) -> Scenario:
-    """Validate a raw mapping into a Scenario, or raise ScenarioError with one line."""
-    plain(data)
-    try:
-        scenario = Scenario.model_validate(data)
-        scenario.global_batch_seqs  # noqa: B018 - checks tokens divide into sequences
-        return scenario
-    except ValidationError as e:
-        raise ScenarioError(_one_line(e)) from None
+    """Validate a raw mapping into a Scenario, or raise ScenarioError with one line per problem."""
+    return build_stated(Stated.of(data, "given") if isinstance(data, dict) else Stated(data))
+
+
+@functools.lru_cache(maxsize=64)
+def _preset(ref: str) -> Scenario:
+    # presets are package data: each is completed and validated once
+    return build_stated(stated_scenario(ref))
 
 
 def load(ref: str = DEFAULT_SCENARIO, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Load a preset or file, apply ``--set`` overrides, validate."""
-    return build(apply_overrides(raw_scenario(ref), list(overrides)))
+    """Load a preset or file, apply ``--set`` overrides (parsed once, here, into typed edits), validate."""
+    base = _preset(ref) if ref in preset_names() else build_stated(stated_scenario(ref))
+    return base.assign(parse_sets(overrides)) if overrides else base

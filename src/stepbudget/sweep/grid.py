@@ -201,7 +201,7 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
     try:
         spec = SweepFile.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(f"sweep: {_one_line(e)}") from None
+        raise ScenarioError("\n".join(f"sweep: {line}" for line in _lines(e))) from None
     _check_task(spec.task)
     beside = Path(path).parent
     axes = tuple(_axis(name, values, beside) for name, values in spec.axes.items())
@@ -273,7 +273,7 @@ def _check_values(sweep: Sweep) -> None:
     try:
         load(sweep.base, list(sweep.spec.set))
     except (ScenarioError, UnitError) as e:
-        raise ScenarioError(f"sweep: base {sweep.spec.base!r} with set: {e}") from None
+        raise prefixed(f"sweep: base {sweep.spec.base!r} with set: ", e) from None
     for k, axis in enumerate(sweep.axes):
         for j, label in enumerate(axis.labels):
             base = axis.bases[j] or sweep.base
@@ -282,7 +282,7 @@ def _check_values(sweep: Sweep) -> None:
             except (ScenarioError, UnitError) as e:
                 first = next((n for n, c in enumerate(sweep.choices) if c[k] == j), None)
                 where = f"point {first} and others" if first is not None else "no point (it is excluded)"
-                raise ScenarioError(f"sweep: axes.{axis.name} = {label!r} ({where}): {e}") from None
+                raise prefixed(f"sweep: axes.{axis.name} = {label!r} ({where}): ", e) from None
 
 
 def _key(override: str) -> str:

@@ -1,0 +1,269 @@
+"""Completion: what a job states, filled in one fixed order, every field keeping where its value came from.
+
+    stated  ->  model catalog row  ->  hardware row  ->  tool default
+
+1. **Stated.** What the preset or scenario file writes (the files its ``base:`` names first), then each ``--set``
+   or typed edit, in order (``Stated.over``, ``Stated.assign``). A stated value always wins.
+2. **Model catalog.** ``model: NAME`` or ``model: {catalog: NAME, ...}`` takes every model field the job leaves
+   unstated from the catalog row NAME finds (inputs/catalog.py): activation, FFN width, KV heads, vocabulary, tied
+   embeddings, positions, the MoE and MLA blocks (a stated ``moe: null`` drops the row's). A row's context length
+   is not a training sequence length: ``model.seq_len`` is the job's to state.
+3. **Hardware.** ``cluster.gpu: NAME`` takes the GPU row's datasheet figures (inputs/gpus.yaml), and the node
+   that GPU ships in fills the node size, NVLink rate and NICs the job leaves unstated. A job on one node needs no
+   NIC: an unstated one there is a placeholder no exchange uses.
+4. **Tool default.** Every field still unset takes its documented default (the field docstrings of
+   inputs/model.py, hardware.py and layout.py). One default depends on the job: a job with expert
+   parallelism that states no rank order takes Megatron-Core's, which keeps EP inside the node where it fits.
+
+The framework recipes of the issue "Start from the config you have" go between 2 and 3.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepbudget.enums import Origin
+from stepbudget.inputs import catalog
+from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.hardware import gpu_node, gpu_presets, named_gpu
+
+Path = tuple[str, ...]
+"""A field's place in the scenario's schema: ``("layout", "pp")``."""
+
+CATALOG_KEY = "catalog"
+"""The key that names a catalog row inside a section: ``model: {catalog: llama3.1-70b, seq_len: 8192}``."""
+NAMED_SECTIONS: dict[Path, tuple[str, ...]] = {("model",): ("seq_len",), ("cluster", "gpu"): ()}
+"""Sections a row name may fill, with the fields a new row name keeps: the sequence length is the job's, not the
+model's."""
+NODE_FIELDS = ("gpus_per_node", "nvlink_Bps", "nics_per_node", "nic_Bps")
+"""Cluster fields the node a GPU ships in fills (gpus.yaml ``node``)."""
+UNUSED_NIC = "400Gb/s"
+"""The NIC of a one-node job that states none: no exchange crosses it, so its rate changes no number."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one resolved field's value came from: its origin and, where one is named, which preset, file, catalog
+    row or GPU row."""
+
+    origin: Origin
+    where: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.origin.value} ({self.where})" if self.where else self.origin.value
+
+    def to_dict(self) -> dict[str, str]:
+        return {"origin": self.origin.value, "where": self.where}
+
+
+def dotted(path: Path) -> str:
+    return ".".join(path)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What a job states: a nested mapping in the scenario's schema, a catalog model or a named GPU held as
+    ``{catalog: NAME, ...}``, and where each value it states was stated (dotted field -> "preset llama3-405b",
+    "file job.yaml", "--set", "edit")."""
+
+    data: Mapping[str, Any] = field(default_factory=dict)
+    where: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any], where: str) -> "Stated":
+        return cls().over(data, where)
+
+    def over(self, data: Mapping[str, Any], where: str) -> "Stated":
+        """These statements with the mapping ``data`` laid over them, field by field: a mapping over a section
+        merges into it, anything else replaces; a row name (``model: NAME``) replaces the section it names."""
+        return self.assign(_assignments(data), where)
+
+    def assign(self, pairs: Iterable[tuple[Path, Any]], where: str) -> "Stated":
+        """These statements with each ``(path, value)`` set in order; a mapping value replaces the section whole."""
+        data, stated_at = copy.deepcopy(dict(self.data)), dict(self.where)
+        for path, value in pairs:
+            _assign(data, stated_at, path, value, where)
+        return Stated(data, stated_at)
+
+
+def _assignments(data: Mapping[str, Any], prefix: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """The (path, value) pairs that lay ``data`` over a statement field by field; a row name first in its section."""
+    keys = sorted(data, key=lambda k: k != CATALOG_KEY) if prefix in NAMED_SECTIONS else list(data)
+    for key in keys:
+        value, path = data[key], (*prefix, str(key))
+        if isinstance(value, Mapping):
+            yield from _assignments(value, path)  # an empty mapping states nothing
+        else:
+            yield path, value
+
+
+def _forget(stated_at: dict[str, str], path: Path, keep: tuple[str, ...] = ()) -> None:
+    """Drop where the fields under ``path`` were stated (but the ``keep`` fields directly inside it)."""
+    key, kept = dotted(path), {dotted((*path, k)) for k in keep}
+    for name in [n for n in stated_at if (n == key or n.startswith(key + ".")) and n not in kept]:
+        del stated_at[name]
+
+
+def _note(stated_at: dict[str, str], path: Path, value: Any, where: str) -> None:
+    """Record ``where`` for every value ``value`` states at ``path``."""
+    if isinstance(value, Mapping) and value:
+        for key, inner in value.items():
+            _note(stated_at, (*path, str(key)), inner, where)
+    else:
+        stated_at[dotted(path)] = where
+
+
+def _assign(data: dict, stated_at: dict[str, str], path: Path, value: Any, where: str) -> None:
+    if path in NAMED_SECTIONS and isinstance(value, str):
+        path = (*path, CATALOG_KEY)  # model: NAME is model: {catalog: NAME}
+    node = data
+    for i, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if isinstance(child, str) and path[: i + 1] in NAMED_SECTIONS:
+            child = node[part] = {CATALOG_KEY: child}  # a field of a row: the row, with that field stated
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ScenarioError(f"override {dotted(path)}: {part!r} is a value, not a section; check the key")
+        node = child
+    section, name = path[:-1], path[-1]
+    if name == CATALOG_KEY and section in NAMED_SECTIONS:
+        keep = NAMED_SECTIONS[section]  # a new row replaces the section, but for what is the job's
+        kept = {k: v for k, v in node.items() if k in keep}
+        node.clear()
+        node.update({CATALOG_KEY: value, **kept})
+        _forget(stated_at, section, keep)
+    else:
+        node[name] = copy.deepcopy(value)
+        _forget(stated_at, path)
+    _note(stated_at, path, value, where)
+
+
+# ---- completion ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Completed:
+    """A stated job with every row it names filled in: the mapping to validate, the source of each value it holds,
+    and the problems completion found (each one line naming the field and the fix)."""
+
+    data: dict[str, Any]
+    sources: dict[str, Source]
+    problems: list[str]
+
+
+def complete(stated: Stated) -> Completed:
+    """Stated fields, then the model catalog's row, then the GPU's hardware row (this module's docstring); the tool
+    defaults are the validation's (``provenance`` names them)."""
+    data = copy.deepcopy(dict(stated.data))
+    sources = {name: Source(Origin.STATED, where) for name, where in stated.where.items()}
+    problems: list[str] = []
+    _model_row(data, sources, problems)
+    _hardware_row(data, sources, problems)
+    _expert_order(data, sources)
+    return Completed(data, sources, problems)
+
+
+EXPERT_ORDER = ("tp", "cp", "ep", "dp", "pp")
+"""The rank order of a job with EP > 1 that states none: Megatron-Core's default, ``order: str = "tp-cp-ep-dp-pp"``
+(megatron/core/parallel_state.py), which keeps an EP group of up to a node's GPUs inside the node."""
+
+
+def _expert_order(data: dict, sources: dict[str, Source]) -> None:
+    layout = data.get("layout")
+    if not isinstance(layout, dict) or "order" in layout:
+        return
+    ep = layout.get("ep")
+    if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1:
+        layout["order"] = list(EXPERT_ORDER)
+        sources["layout.order"] = Source(Origin.DEFAULT, "Megatron-Core's order for expert parallelism, "
+                                                         "parallel_state.py order='tp-cp-ep-dp-pp'")
+
+
+def _fill(target: dict, row: Mapping[str, Any], path: Path, source: Source, sources: dict[str, Source]) -> None:
+    """Every field of ``row`` that ``target`` leaves unstated, recorded as from ``source``; a section both hold merges
+    field by field, and a section ``target`` states as null stays null."""
+    for key, value in row.items():
+        if key not in target:
+            target[key] = copy.deepcopy(value)
+            for name in _leaves(value, (*path, key)):
+                sources[name] = source
+        elif isinstance(target[key], dict) and isinstance(value, Mapping):
+            _fill(target[key], value, (*path, key), source, sources)
+
+
+def _leaves(value: Any, path: Path) -> Iterator[str]:
+    if isinstance(value, Mapping) and value:
+        for key, inner in value.items():
+            yield from _leaves(inner, (*path, str(key)))
+    else:
+        yield dotted(path)
+
+
+def _row_name(section: object, field_name: str, problems: list[str]) -> str | None:
+    """The row a section names (and the name taken out of it), None when it names none or names it badly."""
+    if not isinstance(section, dict) or CATALOG_KEY not in section:
+        return None
+    name = section.pop(CATALOG_KEY)
+    if not isinstance(name, str) or not name.strip():
+        known = ("one `stepbudget models` lists" if field_name == "model"
+                 else f"one of {', '.join(gpu_presets())} or give its figures")
+        problems.append(f"{field_name}: {str(name)[:80]!r} is not a name; give {known}")
+        return None
+    return name
+
+
+def _model_row(data: dict, sources: dict[str, Source], problems: list[str]) -> None:
+    model = data.get("model")
+    name = _row_name(model, "model", problems)
+    if name is None:
+        return
+    assert isinstance(model, dict)  # _row_name found a name in it
+    entry = catalog.lookup(name)
+    if entry is None:
+        try:
+            catalog.resolve(name)  # its message names the near matches
+        except ScenarioError as e:
+            problems.append(str(e))
+        return
+    row = entry.model
+    row.pop("seq_len", None)  # a row's context is not the length the job trains at (this module's docstring)
+    _fill(model, row, ("model",), Source(Origin.CATALOG, entry.key), sources)
+
+
+def _hardware_row(data: dict, sources: dict[str, Source], problems: list[str]) -> None:
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict):
+        return
+    name = _row_name(cluster.get("gpu"), "cluster.gpu", problems)
+    figures = named_gpu(name)
+    if name is not None and figures is None:
+        problems.append(f"cluster.gpu: unknown GPU {name[:80]!r}; use one of {', '.join(gpu_presets())} or give its "
+                        "figures")
+    if name is None or figures is None:
+        _one_node_nic(cluster, sources)
+        return
+    _fill(cluster["gpu"], figures, ("cluster", "gpu"), Source(Origin.HARDWARE, name), sources)
+    node = gpu_node(name) or {}
+    for key in NODE_FIELDS:
+        if key not in cluster and key in node:
+            cluster[key] = node[key]
+            sources[f"cluster.{key}"] = Source(Origin.HARDWARE, f"{name} node: {node.get('source', '')}".strip())
+    _one_node_nic(cluster, sources)
+
+
+def _one_node_nic(cluster: dict, sources: dict[str, Source]) -> None:
+    gpus, per_node = cluster.get("gpus"), cluster.get("gpus_per_node", 8)
+    one_node = isinstance(gpus, int) and isinstance(per_node, int) and not isinstance(gpus, bool) and gpus <= per_node
+    if one_node and "nic_Bps" not in cluster:
+        cluster["nic_Bps"] = UNUSED_NIC
+        sources["cluster.nic_Bps"] = Source(Origin.DEFAULT, "unused: the job fits in one node")
+
+
+def provenance(resolved: Mapping[str, Any], sources: Mapping[str, Source]) -> dict[str, Source]:
+    """The source of every field of a resolved scenario (its JSON dump), in the dump's order: what completion
+    recorded, else the tool default."""
+    default = Source(Origin.DEFAULT)
+    return {name: sources.get(name, default) for name in _leaves(resolved, ())}
