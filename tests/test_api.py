@@ -98,8 +98,8 @@ def test_the_library_refuses_what_the_cli_refuses():
         sb.simulate("megascale-175b", link_rate=0)
     with pytest.raises(ValueError, match="variants"):
         sb.whatif("llama3-405b")
-    with pytest.raises(ValueError, match="sets"):
-        sb.step_budget(sb.load("llama3-405b"), sets=["layout.pp=8"])
+    with pytest.raises(ValueError, match="layout: tp\\*cp\\*pp\\*dp"):
+        sb.step_budget(sb.load("llama3-405b"), sets=["layout.pp=8"])  # a Scenario takes sets as a typed edit
 
 
 def test_every_function_takes_keywords_with_names_and_defaults():

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from stepbudget.inputs.scenario import Scenario, load
+from stepbudget.inputs.scenario import Scenario, load, parse_sets
 from stepbudget.plan.calibration import profile_label
 
 Progress = Callable[[int, int], None]
@@ -36,12 +36,11 @@ ScenarioLike = Scenario | str | os.PathLike
 
 
 def scenario_of(scenario: ScenarioLike, sets: Sequence[str] = ()) -> Scenario:
-    """``scenario`` as a Scenario, with ``sets`` (``"section.field=value"``) applied to a name or a path."""
+    """``scenario`` as a Scenario, with ``sets`` (``"section.field=value"``) applied: to a preset name or a path
+    as ``--set`` applies them, to a Scenario as the typed edit they spell (``Scenario.assign``). The same job
+    gives the same numbers either way."""
     if isinstance(scenario, Scenario):
-        if sets:
-            raise ValueError("sets: give a preset name or a file to apply sets to, or change the Scenario itself "
-                             "(scenario.model_copy(update=...))")
-        return scenario
+        return scenario.assign(parse_sets(sets)) if sets else scenario
     return load(os.fspath(scenario), list(sets))
 
 
@@ -184,23 +183,38 @@ def _ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 1e3:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
 
-def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()) -> BudgetResult:
-    """``budget``: the step-time budget of ``scenario``: compute, bubble, bytes and time per dimension, exposure, MFU.
+def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (),
+                tokens: float | None = None) -> BudgetResult:
+    """``budget``: the step-time budget of ``scenario``: compute, bubble, bytes and time per dimension, exposure, MFU,
+    throughput, whether it fits in HBM, and the tool defaults that move its step most. With ``tokens``, also the
+    time and GPU-hours to train on that many tokens.
 
-    A whole-step-rate scenario changed by ``sets`` is carried at its kernel rate, as the CLI does."""
+    A whole-step-rate scenario changed by ``sets`` runs at the kernel rate that reproduces its measured job's step,
+    whichever way the job is given (a name with ``sets``, a file, a Scenario)."""
+    from stepbudget.budget.memory import memory_per_gpu
     from stepbudget.budget.step import estimate
     from stepbudget.plan.derive import derive
-    from stepbudget.sweep.calibrate import carried, kernel_view
-    from stepbudget.views.tables import budget_dict, budget_tables
+    from stepbudget.sweep.assumptions import assumptions
+    from stepbudget.views.memory import fit_dict, fit_lines
+    from stepbudget.views.provenance import assumptions_dict, assumptions_table, provenance_dict
+    from stepbudget.views.tables import budget_dict, budget_tables, train_dict, train_lines
 
-    if isinstance(scenario, Scenario):
-        sc, rate = scenario_of(scenario, sets), None
-    else:
-        sc, rate = carried(os.fspath(scenario), list(sets))
-    b, kernel = estimate(derive(sc)), kernel_view(sc)
-    return BudgetResult(b, lambda: budget_dict(b, kernel, rate), lambda: budget_tables(b, kernel, rate),
+    if tokens is not None and (not math.isfinite(tokens) or tokens <= 0):
+        raise ValueError(f"tokens: {tokens!r}; give a positive number of tokens, e.g. 15T")
+    sc = scenario_of(scenario, sets)
+    plan = derive(sc)
+    b, mem = estimate(plan), memory_per_gpu(plan)
+    assumed = assumptions(sc, float(b.step_s))
+
+    def document() -> dict:
+        return {**fit_dict(mem), **budget_dict(b), **train_dict(b, tokens), "assumptions": assumptions_dict(assumed),
+                "provenance": provenance_dict(sc)}
+
+    return BudgetResult(b, document,
+                        lambda: [*fit_lines(mem), *budget_tables(b), *train_lines(b, tokens), assumptions_table(assumed)],
                         lambda d: d["exchanges"],
-                        lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}",
+                        lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}"
+                                  + ("" if d["fits"] else ", does not fit in HBM"),
                         profile=profile_label(sc))
 
 
@@ -410,11 +424,10 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
     counter reads, and the buffer ``converging`` bursts need at one switch port."""
     from stepbudget.budget.step import estimate
     from stepbudget.plan.derive import derive
-    from stepbudget.sweep.calibrate import carried
     from stepbudget.views.wire import wire_dict, wire_table
     from stepbudget.wire import wire_of
 
-    sc = scenario_of(scenario, sets) if isinstance(scenario, Scenario) else carried(os.fspath(scenario), list(sets))[0]
+    sc = scenario_of(scenario, sets)
     w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=switch_buffer_bytes)
     return WireResult(w, lambda: wire_dict(w), lambda: [wire_table(w)],
                       lambda d: [{"t_s": t, "rate_Bps": r} for t, r in zip(d["series"]["t_s"], d["series"]["rate_Bps"])],

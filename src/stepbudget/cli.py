@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, NoReturn, Optional, Protocol, cast
 
 import typer
-import yaml
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from stepbudget import api
 from stepbudget.inputs.files import check_writable
 from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
-from stepbudget.units import UnitError
+from stepbudget.units import UnitError, parse
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
 _probe = Console()
@@ -71,7 +70,9 @@ def _varied(text: str, parse: Callable[[str], tuple[str, ...]]) -> tuple[str, ..
 
 
 def fail(message: str) -> NoReturn:
-    print(f"stepbudget: error: {flagged(message)}", file=sys.stderr)
+    """One line per problem (a ScenarioError lists them all, a line each), then exit code 2."""
+    for line in message.splitlines() or [message]:
+        print(f"stepbudget: error: {flagged(line)}", file=sys.stderr)
     raise typer.Exit(2)
 
 
@@ -109,19 +110,9 @@ def _show(as_json: bool, result: api.Result, wrote: Iterable = (), more: Iterabl
     _emit(as_json, result.to_dict, lambda: [*result.tables(), *more], wrote)
 
 
-def _carried(scenario: str, sets: list[str] | None):
-    """The scenario a budget of ``scenario`` with ``sets`` evaluates, and the rate a whole-step rate was carried at."""
-    from stepbudget.sweep.calibrate import carried
-
+def _budget(scenario: str, sets: list[str] | None, as_json: bool, tokens: float | None = None) -> None:
     try:
-        return carried(scenario, sets or [])
-    except (ScenarioError, UnitError) as e:
-        fail(str(e))
-
-
-def _budget(scenario: str, sets: list[str] | None, as_json: bool) -> None:
-    try:
-        result = api.step_budget(scenario, sets=sets or [])
+        result = api.step_budget(scenario, sets=sets or [], tokens=tokens)
     except (ScenarioError, UnitError) as e:
         fail(str(e))
     _show(as_json, result)
@@ -152,27 +143,50 @@ def models(as_json: AsJson = False) -> None:
 
 
 @app.command()
-def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None) -> None:
-    """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML: what budget evaluates."""
+def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None, as_json: AsJson = False) -> None:
+    """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML, each field with where its
+    value came from: stated, model catalog, hardware or tool default. What budget evaluates."""
+    from stepbudget.views.provenance import provenance_dict, show_yaml
+
+    from stepbudget.sweep.calibrate import carried
+
     sets = _profiled(sets, profile)
-    sc, _ = _carried(scenario, sets)
-    print(yaml.safe_dump(sc.model_dump(mode="json"), sort_keys=False, width=110), end="")
+    sc = carried(_load(scenario, sets))[0]  # a job changed from the one its whole-step rate was measured on: as it runs
+    if as_json:
+        _print_json({"scenario": sc.model_dump(mode="json"), "provenance": provenance_dict(sc)})
+        return
+    print(show_yaml(sc), end="")
 
 
 @app.command()
 def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
+           tokens: Annotated[Optional[str], typer.Option(
+               "--tokens", help="Also the time and GPU-hours to train on this many tokens, e.g. 15T or 300B.")] = None,
            as_json: AsJson = False) -> None:
-    """Step-time budget: compute, bubble, bytes and time per dimension, exposure, MFU, roofline."""
+    """Step-time budget: compute, bubble, bytes and time per dimension, exposure, MFU, roofline, throughput."""
     sets = _profiled(sets, profile)
-    _budget(scenario, sets, as_json)
+    count = None
+    if tokens is not None:
+        try:
+            count = parse(tokens, "count")
+        except UnitError as e:
+            fail(f"--tokens: {e}; give a token count such as 15T or 300B")
+        if not count > 0:
+            fail(f"--tokens: {tokens!r} is not a number of tokens; give a positive count such as 15T or 300B")
+    _budget(scenario, sets, as_json, count)
 
 
 @app.command()
 def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
+           check: Annotated[bool, typer.Option(
+               "--check", help="Exit 1 when the job does not fit in HBM (0 when it does), for scripts.")] = False,
            as_json: AsJson = False) -> None:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
     sets = _profiled(sets, profile)
-    _show(as_json, api.memory(_load(scenario, sets)))
+    result = api.memory(_load(scenario, sets))
+    _show(as_json, result)
+    if check and not result.to_dict()["fits"]:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -421,10 +435,9 @@ def wire(
 ) -> None:
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
     sets = _profiled(sets, profile)
-    from stepbudget.units import parse
     from stepbudget.views.wire import wire_figure
 
-    _carried(scenario, sets)  # a bad scenario or --set is one line before the options are read
+    _load(scenario, sets)  # a bad scenario or --set is one line before the options are read
     try:
         window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
     except UnitError as e:

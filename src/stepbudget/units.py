@@ -35,7 +35,7 @@ def _unit_scale(unit: str, kind: str) -> float | None:
     if kind == "time":
         return _TIME.get(unit)
     if kind == "count":
-        return _PREFIX.get(unit)
+        return 1e9 if unit == "B" else _PREFIX.get(unit)  # "300B tokens": B is a billion where counts are quoted
     if kind == "bytes":
         for p, s in _BINARY.items():
             if unit in (p + "B", p + "b"):
@@ -144,6 +144,11 @@ def fmt_flops(x: float) -> str:
 
 def fmt_flop(x: float) -> str:
     return _fmt(x, "FLOP")
+
+
+def fmt_count(x: float) -> str:
+    """A count as token budgets are quoted: 1.5e13 -> 15T, 3e11 -> 300B (B: billion)."""
+    return _fmt(x, "", prefixes="kMBT").replace(" ", "")
 
 
 def fmt_time(x: float) -> str:

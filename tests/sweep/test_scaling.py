@@ -159,11 +159,16 @@ def _json(*args):
 
 
 def test_budget_and_scale_agree_at_another_size():
-    # a changed job carries its measured whole-step rate as scale does: same compute, bubble, step and MFU
+    # a changed job carries its measured whole-step rate as scale does: the same kernels, bubble, step and MFU;
+    # budget's compute is what the whole-step rate covers (the kernels, the bubble and the critical-path waits)
     b = _json("budget", "llama3-405b", "--set", "cluster.gpus=131072", "--set", "layout.dp=1024", "--json")
     (p,) = _json("scale", "llama3-405b", "--gpus", "131072", "--json")["points"]
-    for key in ("compute_s", "bubble_s", "step_s", "mfu"):
+    for key in ("bubble_s", "step_s", "mfu"):
         assert b[key] == pytest.approx(p[key], rel=1e-9), key
+    for key in ("compute_s", "bubble_s", "step_s"):
+        assert b["kernel_view"][key] == pytest.approx(p[key], rel=1e-9), key
+    dp_exposed = b["by_dim"]["dp"]["exposed_s"]
+    assert b["compute_s"] == pytest.approx(b["step_s"] - dp_exposed, rel=1e-12)
     assert b["carried_rate_flops"] == pytest.approx(_json("scale", "llama3-405b", "--gpus", "131072",
                                                           "--json")["kernel_rate_flops"], rel=1e-9)
     assert p["bubble_s"] < p["step_s"]  # a bubble inside a step, not longer than it
@@ -185,14 +190,13 @@ def test_budget_and_scale_split_the_measured_step_the_same_way_at_its_own_size()
 def test_rate_and_name_overrides_keep_a_measured_rate():
     from stepbudget.sweep.calibrate import carried
 
-    kept, rate = carried("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "name=mine"])
+    kept, rate = carried(sb.load("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "name=mine"]))
     assert rate is None and kept.cluster.achieved_flops == 380e12 and kept.cluster.rate_scope == "step"
-    moved, rate = carried("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "layout.pp=8", "layout.dp=256"])
-    assert moved.cluster.rate_scope == "kernel" and rate > 380e12
+    moved, rate = carried(sb.load("llama3-405b", ["cluster.achieved_flops=380TFLOP/s", "layout.pp=8", "layout.dp=256"]))
+    assert moved.cluster.rate_scope == "kernel" and rate > 380e12 and moved.cluster.achieved_flops == rate
     # the stated 380 TFLOP/s is what was measured on the preset's layout: its kernel rate reproduces that step
     measured = sb.estimate(sb.derive(sb.load("llama3-405b", ["cluster.achieved_flops=380TFLOP/s"])))
-    same_layout = sb.load("llama3-405b", ["cluster.achieved_flops=null", "cluster.rate_scope=kernel",
-                                          f"cluster.achieved_fraction={moved.cluster.achieved_fraction}"])
+    same_layout = sb.load("llama3-405b", ["cluster.rate_scope=kernel", f"cluster.achieved_flops={rate}"])
     assert float(sb.estimate(sb.derive(same_layout)).step_s) == pytest.approx(float(measured.step_s), rel=1e-6)
 
 

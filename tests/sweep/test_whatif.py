@@ -3,6 +3,8 @@
 import json
 
 import pytest
+
+import stepbudget as sb
 from typer.testing import CliRunner
 
 from stepbudget.cli import app
@@ -100,9 +102,14 @@ def test_operator_model_variants_are_timed_by_their_own_operators():
     assert float(stored.budget.compute_s) > float(base.budget.compute_s) * 1.05  # the s x s scores cost time
 
 
-def test_a_variant_that_sets_its_rate_keeps_it():
+def test_a_variant_that_sets_its_rate_is_that_rate_measured_on_its_job():
+    # a stated whole-step rate is what was measured on the job: the variant takes the step it says, split at the
+    # kernel rate that reproduces it, as budget does
     _, v = whatif("llama3-405b", [], [("rate", ("cluster.achieved_flops=300TFLOP/s",))])
-    assert v.budget.plan.flops_rate == pytest.approx(300e12)
+    measured = sb.estimate(sb.derive(sb.load("llama3-405b", ["cluster.achieved_flops=300TFLOP/s"])))
+    assert float(v.budget.step_s) == pytest.approx(float(measured.step_s), rel=1e-9)
+    assert float(v.budget.plan.flops_rate) == pytest.approx(float(measured.kernel.plan.flops_rate), rel=1e-12)
+    assert float(v.budget.plan.flops_rate) > 300e12  # the kernels ran faster than the step's average
 
 
 @pytest.mark.parametrize("text, want", [
@@ -131,7 +138,9 @@ def test_cli_bad_input_is_one_line(args, fragment):
     result = CliRunner().invoke(app, ["whatif", "llama3-405b", *args])
     assert result.exit_code == 2, result.output
     assert fragment in result.output and "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    lines = result.output.strip().splitlines()  # one line per problem, each naming where it is
+    assert all(line.startswith(lines[0][:lines[0].index(":", 20) + 1]) for line in lines)
+    assert len(lines) == (2 if "pp=7" in " ".join(args) else 1)  # 7 stages break the GPU count and the slots
 
 
 def test_cli_chapter_needs_its_preset():

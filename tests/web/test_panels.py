@@ -136,8 +136,8 @@ def test_every_callback_reads_and_writes_ids_the_page_has():
 def test_every_output_is_plain_html_with_its_braces_escaped():
     for panel in PANELS:
         assert ui.html_of(run(panel)).startswith("<")
-    moe = ui.html_of(run(p53, ep="64"))  # the command sets model.moe={...}
-    assert "{" not in moe and "&#123;num_experts: 64" in moe
+    moe = ui.html_of(run(p53, ep="64"))  # the command sets the MoE block field by field
+    assert "{" not in moe and "--set model.moe.num_experts=64 --set model.moe.top_k=2" in moe
     assert ui.html_of(html.Div("<b> & {x}", title='"')) == '<div title="&quot;">&lt;b&gt; &amp; &#123;x&#125;</div>'
 
 

@@ -11,10 +11,17 @@ and EP sit on the critical path (phi = 0); PP hides all but the pipeline fill an
 the warm-up or cool-down when interleaved), and one bucket's (at least one layer's) gather and
 reduce at the edges stay exposed. sim/program.py runs the same step task by task and agrees
 within 1 % without contention.
+
+A measured whole-step rate (Llama 3's 400 TFLOP/s, ``rate_scope: step``) tells one story with the kernel
+budget: the job runs at the kernel rate that reproduces the step of the job the rate was measured on
+(``kernel_rate``: that job with its bubble and exposed exchanges added takes the step measured), and
+``compute_s`` is what the measured rate covers: the kernels, the bubble and the critical-path exchanges,
+everything but DP's exposed edges. ``bubble_s`` is the same bubble ``scale``, ``search`` and ``whatif`` show.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -26,7 +33,8 @@ from stepbudget.budget.compute import compute_s as _compute_s
 from stepbudget.budget.compute import hbm_bytes as step_hbm_bytes
 from stepbudget.budget.traffic import Exchange, exchanges
 from stepbudget.enums import Axis, RateScope
-from stepbudget.plan.derive import Plan
+from stepbudget.inputs.scenario import Scenario
+from stepbudget.plan.derive import Plan, derive
 
 DIMS = (Axis.TP, Axis.CP, Axis.PP, Axis.DP, Axis.EP)
 
@@ -51,6 +59,9 @@ class Budget:
     flops_per_gpu: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
+    kernel: "Budget | None" = None
+    """Under a measured whole-step rate: the same step at the kernel rate that reproduces it (compute, bubble and
+    every exposed exchange apart), which ``compute_s`` adds up; None under a kernel rate."""
 
     @functools.cached_property
     def hbm_bytes(self) -> np.ndarray:
@@ -180,7 +191,12 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
 
 
 def estimate(plan: Plan) -> Budget:
-    """The analytical step budget of a plan (any array shape)."""
+    """The analytical step budget of a plan (any array shape); under a measured whole-step rate, the kernel budget
+    told at that rate (this module's docstring)."""
+    return _within_step_rate(plan) if plan.rate_scope == RateScope.STEP else _kernel_budget(plan)
+
+
+def _kernel_budget(plan: Plan) -> Budget:
     xs = exchanges(plan)
     comp = _compute_s(plan)
     # exchanges hide behind the micro-batches' compute, not behind the optimizer step that waits for them
@@ -190,22 +206,64 @@ def estimate(plan: Plan) -> Budget:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
     per_microbatch = passes_s + sum(e for x, e in zip(xs, exposed) if x.critical)
     bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v) * per_microbatch
-    in_rate = plan.rate_scope == RateScope.STEP
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
     contention = plan.comm_sm_share * hidden
-    overhead = np.zeros(plan.shape) if in_rate else plan.overhead_s * np.ones(plan.shape)
-    if in_rate:
-        # the measured rate already contains the bubble, the critical-path exchanges and SM sharing
-        exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(xs, exposed)]
-        contention = np.zeros_like(contention)
-        step = comp + sum(exposed)
-    else:
-        step = comp + bubble + sum(exposed) + contention + overhead
+    overhead = plan.overhead_s * np.ones(plan.shape)
+    step = comp + bubble + sum(exposed) + contention + overhead
     mfu = plan.model_flops_per_gpu / (step * plan.peak_flops)  # PaLM App. B, against the BF16 peak
     hfu = plan.hardware_flops_per_gpu / (step * plan.peak_flops)
     return Budget(
-        plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=in_rate,
+        plan=plan, exchanges=xs, exposed_s=exposed, compute_s=comp, bubble_s=bubble, bubble_in_rate=False,
         step_s=step, contention_s=contention, step_overhead_s=overhead, flops_per_gpu=plan.hardware_flops_per_gpu,
         mfu=mfu, hfu=hfu,
     )
+
+
+# ---- a measured whole-step rate ------------------------------------------------------------------------------
+
+def _within_step_rate(plan: Plan) -> Budget:
+    """The kernel budget at ``kernel_rate``, told as the measured rate sees it: compute is the step less the DP
+    exchange left exposed at its edges (the measured rate holds the bubble and the critical-path exchanges)."""
+    kernel = _kernel_budget(dataclasses.replace(plan, flops_rate=kernel_rate(plan.scenario), rate_scope=RateScope.KERNEL))
+    exposed = [e if x.dim == Axis.DP else np.zeros_like(e) for x, e in zip(kernel.exchanges, kernel.exposed_s)]
+    zero = np.zeros(plan.shape)
+    return dataclasses.replace(kernel, plan=plan, exposed_s=exposed, compute_s=kernel.step_s - sum(exposed, zero),
+                               bubble_in_rate=True, contention_s=zero, step_overhead_s=zero, kernel=kernel)
+
+
+def measured_step_s(plan: Plan) -> float:
+    """The step a whole-step rate measures on the plan's own job: every FLOP at that rate, plus the DP exchange
+    left exposed at the step's edges, which no rate averaged over the step's compute holds."""
+    xs = exchanges(plan)
+    comp = _compute_s(plan)
+    exposed, _ = _exposed(plan, xs, comp - plan.optimizer_s)
+    return float(comp + sum(e for x, e in zip(xs, exposed) if x.dim == Axis.DP))
+
+
+def kernel_rate(sc: Scenario) -> float:
+    """The kernel FLOP/s of a job whose rate is a measured whole-step rate: the rate at which the job it was
+    measured on (``sc.rate_basis``) takes the step measured with its bubble and exposed exchanges added, as a share
+    of the GEMM peak carried to this job's GPU and precision."""
+    basis = sc.rate_basis
+    rate = _basis_kernel_rate(basis)
+    return rate if sc.peak_gemm_flops == basis.peak_gemm_flops else rate / basis.peak_gemm_flops * sc.peak_gemm_flops
+
+
+@functools.lru_cache(maxsize=256)
+def _basis_kernel_rate(basis: Scenario) -> float:
+    plan = derive(basis)
+    measured, step_rate = measured_step_s(plan), float(plan.flops_rate)
+
+    def step_at(rate: float) -> float:  # only the rate and its scope change: the plan is derived once
+        return float(_kernel_budget(dataclasses.replace(plan, flops_rate=rate, rate_scope=RateScope.KERNEL)).step_s)
+
+    lo, hi = step_rate, step_rate
+    while step_at(hi) > measured:  # kernel rate >= step rate
+        hi *= 2
+        if hi > 1e3 * step_rate:  # exposed time alone exceeds the measurement: keep the step rate
+            return step_rate
+    for _ in range(60):  # bisection on a step time that falls as the rate rises
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if step_at(mid) > measured else (lo, mid)
+    return 0.5 * (lo + hi)

@@ -19,9 +19,9 @@ from stepbudget import firstorder as fo
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import SCHEDULE_BY_CODE, Axis, RateScope
-from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.inputs.scenario import Scenario, ScenarioError, format_sets, load
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import RATE_FIELDS, carried, kernel_of
+from stepbudget.sweep.calibrate import carried
 from stepbudget.wire import Wire, wire_of
 
 LLAMA3_N = 405e9
@@ -47,10 +47,10 @@ just hide behind the backward at the full rate: the chapter's picture. A picture
 layout needs about 950 GB a GPU. With ZeRO-1 or FSDP the parameter all-gathers would be late first, in the short
 forward. The kernel rate is the GPU's (no measured whole-step rate folded in)."""
 
-DP_LAYOUT = {
-    fo.DPKind.ALL_REDUCE: ("layout.dp_kind=ddp",),
-    fo.DPKind.FSDP: ("layout.dp_kind=fsdp", "layout.reshard_after_forward=false"),
-    fo.DPKind.FSDP_RESHARD: ("layout.dp_kind=fsdp", "layout.reshard_after_forward=true"),
+DP_LAYOUT: dict[fo.DPKind, dict[str, object]] = {
+    fo.DPKind.ALL_REDUCE: {"dp_kind": "ddp"},
+    fo.DPKind.FSDP: {"dp_kind": "fsdp", "reshard_after_forward": False},
+    fo.DPKind.FSDP_RESHARD: {"dp_kind": "fsdp", "reshard_after_forward": True},
 }
 PRECISION = {fo.BF16: "bf16", fo.FP32: "fp32"}
 
@@ -68,7 +68,8 @@ class FullModel:
     carried_rate: float | None
     """The kernel rate that measured rate was carried at when the job differs from the measured one."""
     kernel: Budget | None = None
-    """The measured job itself at that kernel rate, when the budget is the measured job (rate_scope step)."""
+    """The same step at the kernel rate under a whole-step rate (``Budget.kernel``): compute, bubble and exposed
+    time apart."""
 
     @property
     def command(self) -> str:
@@ -117,31 +118,32 @@ def full_model(N, G, B, M, nic_Bps, F, dp_kind: str | None = None, grad_bytes=No
     seqs, dp = B / SEQ_LEN[ref], int(G / M)
     if not seqs.is_integer() or seqs % dp:
         return Unmapped("batch", {"B": B, "seq_len": SEQ_LEN[ref], "dp": dp})
-    sets = [f"cluster.achieved_flops={_rate(F)}"] if F != MEASURED_RATE else []
+    cluster: dict = {"achieved_flops": _rate(F)} if F != MEASURED_RATE else {}
+    layout: dict = {}
     if G != 16384:  # both presets' size; then DP takes the rest of the GPUs
-        sets += [f"cluster.gpus={int(G)}", f"layout.dp={dp}"]
+        cluster["gpus"], layout["dp"] = int(G), dp
     elif M not in (1, 128):
-        sets.append(f"layout.dp={dp}")
+        layout["dp"] = dp
     if M > 1 and (tp, pp) != (8, 16):
         v = min(4, SLOTS // pp)  # the preset's 2 layers a chunk, fewer chunks where the stage is short
-        sets += [f"layout.tp={tp}", f"layout.pp={pp}", f"layout.virtual_stages={v}"]
+        layout.update(tp=tp, pp=pp, virtual_stages=v)
         if pp == 1 or v == 1:
-            sets += ["layout.schedule=1f1b", "layout.virtual_stages=1"]
-    if B != 2**24:
-        sets.append(f"batch.global_batch_tokens={int(B)}")
+            layout.update(schedule="1f1b", virtual_stages=1)
     if nic != 50e9:
-        sets.append(f"cluster.nic_Bps={_link(nic)}")
+        cluster["nic_Bps"] = _link(nic)
     if dp_kind is not None:
-        sets += [*DP_LAYOUT[fo.DPKind(dp_kind)], f"precision.grads={PRECISION[int(grad_bytes)]}",
-                 f"precision.params={PRECISION[int(param_bytes)]}"]
+        layout.update(DP_LAYOUT[fo.DPKind(dp_kind)])
+    changes = {k: v for k, v in (("cluster", cluster), ("layout", layout)) if v}
+    if B != 2**24:
+        changes["batch"] = {"global_batch_tokens": int(B)}
+    if dp_kind is not None:
+        changes["precision"] = {"grads": PRECISION[int(grad_bytes)], "params": PRECISION[int(param_bytes)]}
     try:
-        sc, rate = carried(ref, sets)
+        b = estimate(derive(load(ref).edit(changes, where="panel 5.4")))
     except ScenarioError as e:
         return Unmapped("scenario", detail=str(e))
-    kernel = None
-    if sc.cluster.rate_scope == RateScope.STEP:  # the measured job as written: how the kernels split its step
-        kernel = estimate(derive(kernel_of(ref, [s for s in sets if s.startswith(RATE_FIELDS)])[0]))
-    return FullModel(ref, tuple(sets), sc, estimate(derive(sc)), F, rate, kernel)
+    rate = carried(b.plan.scenario)[1]
+    return FullModel(ref, tuple(format_sets(changes)), b.plan.scenario, b, F, rate, b.kernel)
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
     if full.carried_rate is not None:
         differs.append(("rate_scope", {"measured": full.measured_rate, "kernel": float(b.plan.flops_rate)}))
     k = full.kernel
-    if k is not None and abs(float(k.plan.flops_rate) / full.measured_rate - 1) > 0.01:
+    if k is not None and full.carried_rate is None and abs(float(k.plan.flops_rate) / full.measured_rate - 1) > 0.01:
         # the measured rate holds the bubble and critical-path exchanges that the kernel view adds
         differs.append(("rate_inside", {"measured": full.measured_rate, "kernel": float(k.plan.flops_rate),
                                         "compute": scalar(k.compute_s), "bubble": scalar(k.bubble_s),
@@ -260,9 +262,10 @@ class JobWire:
 def job_wire(nic_Bps: float, window_s: float, k: int, buffer_bytes: float) -> JobWire | Unmapped:
     """``stepbudget wire llama3-405b`` at ``nic_Bps``, the panel's counter window, bursts and buffer (cached: the
     panel's other controls change without touching it)."""
-    sets = [] if nic_Bps == 50e9 else [f"cluster.nic_Bps={_link(nic_Bps)}"]
+    changes = {} if nic_Bps == 50e9 else {"cluster": {"nic_Bps": _link(nic_Bps)}}
+    sets = format_sets(changes)
     try:
-        sc, _ = carried("llama3-405b", sets)
+        sc = load("llama3-405b").edit(changes, where="panel 5.6")
         w = wire_of(estimate(derive(sc)), window_s=window_s, k=k, switch_buffer_bytes=buffer_bytes)
     except (ScenarioError, ValueError) as e:
         return Unmapped("scenario", detail=str(e).splitlines()[0])

@@ -16,10 +16,10 @@ import numpy as np
 
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import Budget, estimate
-from stepbudget.enums import Axis, RateScope, Schedule
-from stepbudget.inputs.scenario import Scenario, load
+from stepbudget.budget.rate import kernel_scenario
+from stepbudget.enums import Axis, Schedule
+from stepbudget.inputs.scenario import Scenario, format_sets, load
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import carried, kernel_of
 
 PANEL_PRESETS = ("llama3-405b", "hpn-gpt3-175b", "megascale-175b", "deepseek-v3", "megascale-moe-352b")
 """The presets the panel offers, in its buttons' order."""
@@ -171,36 +171,35 @@ def check(ref: str, d: Degrees) -> list[Problem]:
     return out
 
 
-def _sets(ref: str, d: Degrees) -> tuple[list[str], list[tuple[str, dict]]]:
-    """Overrides that give the preset the panel's degrees, and what had to be assumed for them."""
+def _edits(ref: str, d: Degrees) -> tuple[dict, list[tuple[str, dict]]]:
+    """The edit that gives the preset the panel's degrees, and what had to be assumed for it."""
     sc = _preset(ref)
     lay, m = sc.layout, sc.model
     given = preset_degrees(ref)
-    sets, assumed = [], []
-    for name in ("tp", "cp", "pp", "dp", "ep", "micro_batch"):
-        if getattr(d, name) != getattr(given, name):
-            sets.append(f"layout.{name}={getattr(d, name)}")
-    if d.gpus != sc.cluster.gpus:
-        sets.append(f"cluster.gpus={d.gpus}")
+    layout: dict = {name: getattr(d, name) for name in ("tp", "cp", "pp", "dp", "ep", "micro_batch")
+                    if getattr(d, name) != getattr(given, name)}
+    changes: dict = {"layout": layout, "cluster": {"gpus": d.gpus} if d.gpus != sc.cluster.gpus else {}, "model": {}}
+    assumed = []
     if d.pp != lay.pp and (v := _virtual(sc, d.pp)) != lay.virtual_stages:
-        sets.append(f"layout.virtual_stages={v}")
+        layout["virtual_stages"] = v
         if v == 1 and lay.schedule == Schedule.INTERLEAVED_1F1B:
-            sets.append("layout.schedule=1f1b")
+            layout["schedule"] = Schedule.ONE_F_ONE_B.value
         assumed.append(("schedule", {"pp": d.pp, "v": v, "was": lay.virtual_stages}))
     if d.seq_len != m.seq_len:
-        sets.append(f"model.seq_len={d.seq_len}")
+        changes["model"]["seq_len"] = d.seq_len
     if d.order != given.order:
-        sets.append(f"layout.order=[{','.join(d.order)}]")
+        layout["order"] = list(d.order)
     if m.moe is None and d.ep > 1:
         width = max(m.ffn_size // d.top_k, 1)  # the same active FLOPs as the dense MLP it replaces
-        sets.append(f"model.moe={{num_experts: {d.experts}, top_k: {d.top_k}, expert_ffn_size: {width}}}")
+        changes["model"]["moe"] = {"num_experts": d.experts, "top_k": d.top_k, "expert_ffn_size": width}
         assumed.append(("moe_block", {"experts": d.experts, "top_k": d.top_k, "expert_ffn": width,
                                       "dense_ffn": m.ffn_size}))
     elif m.moe is not None:
-        for name, value in (("num_experts", d.experts), ("top_k", d.top_k)):
-            if value != getattr(m.moe, name):
-                sets.append(f"model.moe.{name}={value}")
-    return sets, assumed
+        moe = {name: value for name, value in (("num_experts", d.experts), ("top_k", d.top_k))
+               if value != getattr(m.moe, name)}
+        if moe:
+            changes["model"]["moe"] = moe
+    return {k: v for k, v in changes.items() if v}, assumed
 
 
 def rows_of(b: Budget) -> list[DimensionRow]:
@@ -244,10 +243,9 @@ def hpn_reread(view_rows: list[DimensionRow], b: Budget) -> list[Reread]:
 def dimension_view(ref: str, d: Degrees) -> DimensionView:
     """The preset ``ref`` with the panel's degrees, evaluated. ScenarioError when the scenario refuses them
     (``check`` first names the rules one control breaks)."""
-    sets, assumed = _sets(ref, d)
-    sc, rate = carried(ref, sets)
-    if sc.cluster.rate_scope == RateScope.STEP:  # the measured job: its kernel view, so TP shows where it waits
-        sc, rate = kernel_of(ref)
+    changes, assumed = _edits(ref, d)
+    # a whole-step rate: the kernel view, so TP shows where it waits (the same step the budget tells)
+    sc, rate = kernel_scenario(_preset(ref).edit(changes, where="panel 5.3"))
     if rate is not None:
         assumed.append(("kernel_rate", {"measured": float(_preset(ref).cluster.achieved_flops or 0), "kernel": rate}))
     plan = derive(sc)
@@ -258,6 +256,6 @@ def dimension_view(ref: str, d: Degrees) -> DimensionView:
         assumed.append(("moe_against_dp", {"ep": float(np.asarray(b.by_dim("bytes_per_gpu")["ep"])),
                                            "dp": float(np.asarray(dense.by_dim("bytes_per_gpu")["dp"]))}))
     at_hpn = ref == "hpn-gpt3-175b" and d == preset_degrees(ref)  # Table 3 was measured at the preset's layout
-    return DimensionView(ref=ref, sets=tuple(sets), scenario=sc, budget=b, memory=memory_per_gpu(plan), assumed=assumed,
-                         rows=rows, hpn=hpn_reread(rows, b) if at_hpn else [])
+    return DimensionView(ref=ref, sets=tuple(format_sets(changes)), scenario=sc, budget=b, memory=memory_per_gpu(plan),
+                         assumed=assumed, rows=rows, hpn=hpn_reread(rows, b) if at_hpn else [])
 

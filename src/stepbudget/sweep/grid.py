@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepbudget.inputs.documents import plain, read_document
 from stepbudget.inputs.files import read_text
-from stepbudget.inputs.scenario import Scenario, ScenarioError, _one_line, load
+from stepbudget.inputs.errors import prefixed
+from stepbudget.inputs.scenario import Scenario, ScenarioError, _lines, load
 from stepbudget.sim.step import Jitter
 from stepbudget.sweep.calibrate import carried
 from stepbudget.units import UnitError, parse
@@ -296,7 +297,7 @@ def _resolve(base: str, fixed: tuple[str, ...], varied: tuple[str, ...], task: T
     gpus_sets = [s for s in varied if _key(s) == GPUS]
     others = [*fixed, *(s for s in varied if _key(s) != GPUS)]
     if not gpus_sets:
-        sc, _ = carried(base, others)
+        sc, _ = carried(load(base, others))
         return sc, sc.cluster.gpus
     try:
         gpus = int(parse(gpus_sets[-1].partition("=")[2].strip(), "count"))
@@ -305,7 +306,7 @@ def _resolve(base: str, fixed: tuple[str, ...], varied: tuple[str, ...], task: T
     if gpus < 1 or gpus > 2**40:
         raise ScenarioError(f"{GPUS}: {gpus} is not a GPU count; give a positive integer")
     if task.search is not None:
-        sc, _ = carried(base, others)
+        sc, _ = carried(load(base, others))
         return sc, gpus
     if not any(_key(s) == "layout.dp" for s in varied):
         lay = load(base, others).layout
@@ -314,7 +315,7 @@ def _resolve(base: str, fixed: tuple[str, ...], varied: tuple[str, ...], task: T
             raise ScenarioError(f"{GPUS}: {gpus:,} GPUs do not hold whole model replicas of tp*cp*pp = {group}; give a "
                                 f"multiple of {group}, or search the layout (task: search)")
         others.append(f"layout.dp={gpus // group}")
-    sc, _ = carried(base, [*others, gpus_sets[-1]])
+    sc, _ = carried(load(base, [*others, gpus_sets[-1]]))
     return sc, gpus
 
 

@@ -1,12 +1,13 @@
 """What-if: the same job with a few fields changed, side by side (chapter 5.7, Panel 5.7).
 
 Each variant is the base scenario with ``KEY=VALUE`` overrides, validated like ``--set``.
-A base with a stated rate runs every variant at its kernel efficiency: a whole-step rate is
-calibrated once on the base (calibrate.py) and carried to every variant as a share of its GPU's
-peak, so a variant that changes the GPU generation gets that GPU's peak, and a variant that
-changes the layout gets its own bubble. A base timed by the operator model times every variant
-by its own operators (a new attention kernel or block shape shows). A variant that sets its own
-achieved rate keeps it.
+Every variant is the budget of its job, split at the kernel rate (``kernel_scenario``): a whole-step
+rate is the kernel rate that reproduces the step of the job it was measured on (the preset or file
+as written, budget/step.py ``kernel_rate``), carried to every variant as a share of its GPU's peak,
+so a variant that changes the GPU generation gets that GPU's peak, and a variant that changes the
+layout gets its own bubble. A base timed by the operator model times every variant by its own
+operators (a new attention kernel or block shape shows). A variant that states its own achieved
+rate states the rate measured on that job.
 
 The traffic matrix of a variant is its bytes per GPU per step, by dimension and by link.
 """
@@ -18,10 +19,11 @@ import shlex
 from dataclasses import dataclass
 
 from stepbudget.budget.memory import Memory, memory_per_gpu
+from stepbudget.budget.rate import kernel_scenario
 from stepbudget.budget.step import DIMS, Budget, estimate
-from stepbudget.inputs.scenario import Scenario, ScenarioError, load
+from stepbudget.inputs.errors import prefixed
+from stepbudget.inputs.scenario import Scenario, ScenarioError, load, parse_sets
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import RATE_FIELDS, at_kernel_fraction, kernel_of
 
 CHAPTER_CASES: dict[str, dict[str, tuple[str, ...]]] = {
     # chapter 5.7: "If the next GPU has 141 or 192 GB of HBM, PP can drop from 16 to 8 ... half the
@@ -81,28 +83,18 @@ def parse_vary(text: str) -> tuple[str, ...]:
     return items
 
 
-def _at_fraction(sc: Scenario, fraction: float, changes: tuple[str, ...]) -> Scenario:
-    if any(c.startswith(RATE_FIELDS) for c in changes):
-        return sc  # the variant says what rate it runs at
-    return at_kernel_fraction(sc, fraction)
-
-
 def whatif(ref: str, sets: list[str], variants: list[tuple[str, tuple[str, ...]]]) -> list[Variant]:
-    """The base (``ref`` with ``sets``) and each named variant: at the base's kernel efficiency when the base
-    states its rate, by their own operators when the operator model times the base."""
-    base, _ = kernel_of(ref, sets)
-    base_plan = derive(base)
-    fraction = float(base_plan.flops_rate) / base.peak_gemm_flops
-    by_operators = base_plan.rate_source == "operators"  # then every variant times its own operators
+    """The base (``ref`` with ``sets``) and each named variant, all as the budget of that job tells them: a
+    whole-step rate at the kernel rate that reproduces the step of the job it was measured on (``ref``'s own
+    job), by their own operators when the operator model times the base."""
+    base = load(ref, sets)
     out = []
     for name, changes in [("base", ())] + list(variants):
         try:
-            sc = load(ref, [*sets, *changes]) if changes else base
-            if changes and not by_operators:
-                sc = _at_fraction(sc, fraction, changes)
+            sc = kernel_scenario(base.assign(parse_sets(changes)) if changes else base)[0]
         except ScenarioError as e:
-            raise ScenarioError(f"variant {name!r}: {e}") from None
-        plan = derive(sc) if changes else base_plan
+            raise prefixed(f"variant {name!r}: ", e) from None
+        plan = derive(sc)
         out.append(Variant(name, tuple(changes), sc, estimate(plan), memory_per_gpu(plan)))
     return out
 

@@ -37,6 +37,21 @@ def memory_dict(mem: Memory) -> dict:
     }
 
 
+def fit_dict(mem: Memory) -> dict:
+    """Whether a timed job fits in HBM, with the bytes it needs and has: every command that times a step says it."""
+    return {"fits": bool(mem.fits), "memory_bytes": _num(mem.total), "hbm_bytes": mem.capacity}
+
+
+def fit_lines(mem: Memory) -> list[str]:
+    """The first line of every command that times a step whose job does not fit in HBM (none when it fits)."""
+    if bool(mem.fits):
+        return []
+    sc = mem.plan.scenario
+    return [f"[bold red]does not fit:[/bold red] {sc.name} needs {fmt_bytes(float(mem.total))} per GPU on its busiest "
+            f"pipeline rank, {fmt_bytes(mem.capacity)} of HBM on {sc.cluster.gpu.name}; this step cannot run as "
+            "described (stepbudget memory shows where the bytes go)"]
+
+
 def memory_table(mem: Memory) -> Table:
     d = memory_dict(mem)
     sc = mem.plan.scenario

@@ -14,7 +14,8 @@ from rich.text import Text
 from stepbudget.budget.step import DIMS, Budget
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.operators import Op
-from stepbudget.units import fmt_bytes, fmt_flop, fmt_flops, fmt_rate, fmt_time
+from stepbudget.sweep.calibrate import changed_job
+from stepbudget.units import fmt_bytes, fmt_count, fmt_flop, fmt_flops, fmt_rate, fmt_time
 
 
 def _num(x) -> float | None:
@@ -45,17 +46,23 @@ def layout_label(sc: Scenario) -> str:
 
 
 def kernel_dict(kernel: Budget) -> dict:
-    """A whole-step rate's kernel view: the same step at the kernel rate that reproduces it (calibrate.kernel_view)."""
+    """A whole-step rate's kernel view: the same step at the kernel rate that reproduces it (``Budget.kernel``)."""
     return {"rate_flops": _num(kernel.plan.flops_rate), "compute_s": _num(kernel.compute_s),
             "bubble_s": _num(kernel.bubble_s), "exposed_comm_s": _num(kernel.exposed_comm_s),
             "step_s": _num(kernel.step_s)}
 
 
-def budget_dict(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> dict:
+def carried_rate(budget: Budget) -> float | None:
+    """The kernel rate a whole-step rate was carried at when the job differs from the one it was measured on."""
+    return None if budget.kernel is None or not changed_job(budget.plan.scenario) else float(budget.kernel.plan.flops_rate)
+
+
+def budget_dict(budget: Budget) -> dict:
     """The `budget --json` object (keys documented in docs/commands/budget.md). 0-d budgets only.
 
-    ``kernel``: the kernel view of a whole-step rate (``kernel_view``); ``carried_rate``: the kernel rate a
-    changed whole-step-rate scenario was carried at (``carried``)."""
+    Under a whole-step rate ``kernel_view`` is the same step at its kernel rate, and ``carried_rate_flops`` the
+    kernel rate a job changed from the measured one runs at."""
+    carried = carried_rate(budget)
     p, sc = budget.plan, budget.plan.scenario
     rows = []
     for x, exposed in zip(budget.exchanges, budget.exposed_s):
@@ -76,6 +83,8 @@ def budget_dict(budget: Budget, kernel: Budget | None = None, carried_rate: floa
            "dp_kind": sc.layout.dp_kind.value, "dp_replicas": sc.layout.dp_replicas, "micro_batch": sc.layout.micro_batch,
            "attention_kernel": sc.layout.attention_kernel.value},
         "tokens_per_step": p.tokens_per_step,
+        "tokens_per_s": _num(p.tokens_per_step / budget.step_s),
+        "tokens_per_s_per_gpu": _num(p.tokens_per_step / budget.step_s / sc.cluster.gpus),
         "microbatches": _num(p.microbatches),
         "flops_convention": sc.flops.convention,
         "rate_flops": _num(p.flops_rate),
@@ -105,29 +114,30 @@ def budget_dict(budget: Budget, kernel: Budget | None = None, carried_rate: floa
             for d in DIMS
         },
         "exchanges": rows,
-    } | ({"kernel_view": kernel_dict(kernel)} if kernel is not None else {}) | (
-        {"carried_rate_flops": carried_rate} if carried_rate is not None else {})
+    } | ({"kernel_view": kernel_dict(budget.kernel)} if budget.kernel is not None else {}) | (
+        {"carried_rate_flops": carried} if carried is not None else {})
 
 
-def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> Table:
+def summary_table(budget: Budget) -> Table:
     d = budget_dict(budget)
-    sc = budget.plan.scenario
+    sc, k = budget.plan.scenario, budget.kernel
     t = Table(title=f"{sc.name}: {sc.cluster.gpus:,} GPUs · {layout_label(sc)}", title_justify="left", show_header=False)
     t.add_column(style="bold")
     t.add_column(justify="right")
     t.add_column(style="dim")
-    rate_note = (
-        "measured whole-step rate: bubble and critical-path exchanges inside it"
-        if budget.bubble_in_rate else "stated kernel rate: bubble and exposed exchanges added"
-        if budget.plan.rate_source == "stated" else "operator model (per-operator roofline): bubble and exposed exchanges added"
-    )
     t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
-    t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
-    t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
-              ("inside the rate, not added" if budget.bubble_in_rate
-               else f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"))
+    if k is not None:
+        t.add_row("compute time", fmt_time(d["compute_s"]), _in_rate(budget, k))
+        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
+                  f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches; inside the compute time")
+    else:
+        rate_note = ("stated kernel rate: bubble and exposed exchanges added" if budget.plan.rate_source == "stated"
+                     else "operator model (per-operator roofline): bubble and exposed exchanges added")
+        t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
+        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]), f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches")
     t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
-    t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step")
+    t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step"
+              + (": DP at the step's edges (the rest waits inside the compute time)" if k is not None else ""))
     if d["contention_s"]:
         t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
                   f"{budget.plan.comm_sm_share:.0%} of the SMs while hidden exchanges run")
@@ -136,13 +146,13 @@ def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: fl
                   "cluster.step_overhead_s and the profile's costs: host work, syncs")
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
+    t.add_row("throughput", f"{d['tokens_per_s']:,.0f} tokens/s", f"{d['tokens_per_s_per_gpu']:,.0f} per GPU")
     notes = []
-    if kernel is not None:
-        notes.append(kernel_note(kernel))
-    if carried_rate is not None:
-        notes.append(f"the job was changed, so its measured whole-step rate was carried as the {fmt_flops(carried_rate)} "
-                     f"kernel rate that reproduces the measured step ({budget.plan.flops_rate / sc.peak_gemm_flops:.1%} "
-                     "of the GEMM peak), as scale, search and whatif carry it")
+    if d.get("carried_rate_flops") is not None:
+        notes.append(f"the job differs from {sc.rate_basis.name}'s, on which its {fmt_flops(d['rate_flops'])} "
+                     f"whole-step rate was measured: its kernels run at the {fmt_flops(d['carried_rate_flops'])} kernel "
+                     f"rate that reproduces that job's step ({d['carried_rate_flops'] / sc.peak_gemm_flops:.1%} of the "
+                     "GEMM peak), as scale, search and whatif run it")
     if budget.plan.rate_source == "operators" and sc.layout.pp > 1 and not d["step_overhead_s"]:
         notes.append(step_cost_note(d["step_s"]))
     if notes:
@@ -151,12 +161,15 @@ def summary_table(budget: Budget, kernel: Budget | None = None, carried_rate: fl
     return t
 
 
-def kernel_note(kernel: Budget) -> str:
-    """One line: how scale, search and whatif split a measured whole-step rate's step."""
-    return (f"scale, search and whatif read the measured rate as the {fmt_flops(float(kernel.plan.flops_rate))} kernel "
-            f"rate that gives this step: compute {fmt_time(float(kernel.compute_s))} + bubble "
-            f"{fmt_time(float(kernel.bubble_s))} + exposed {fmt_time(float(kernel.exposed_comm_s))} = "
-            f"{fmt_time(float(kernel.step_s))}")
+def _in_rate(budget: Budget, kernel: Budget) -> str:
+    """What a whole-step rate's compute time holds: the kernels at their rate, the bubble, the critical-path exchanges."""
+    f = lambda x: float(np.asarray(x))  # noqa: E731
+    waits = f(budget.compute_s) - f(kernel.compute_s) - f(kernel.bubble_s)
+    rate = budget.plan.flops_rate
+    measured = (f"at the measured {fmt_flops(float(rate))} whole-step rate" if not changed_job(budget.plan.scenario)
+                else f"at {fmt_flops(f(budget.flops_per_gpu / budget.compute_s))} a step")
+    return (f"{measured}: kernels {fmt_time(f(kernel.compute_s))} at {fmt_flops(f(kernel.plan.flops_rate))} + bubble "
+            f"{fmt_time(f(kernel.bubble_s))} + critical-path exchanges {fmt_time(waits)}")
 
 
 UNMODELLED_STEP_COST_S = (0.3, 0.9)
@@ -237,7 +250,27 @@ def roofline_table(budget: Budget) -> Table:
     return t
 
 
-def budget_tables(budget: Budget, kernel: Budget | None = None, carried_rate: float | None = None) -> list[Table]:
+SECONDS_PER_DAY = 86_400.0
+
+
+def train_dict(budget: Budget, tokens: float | None) -> dict:
+    """Time to train on ``tokens`` at this step: ``{"train": {tokens, steps, time_s, gpu_hours}}``, empty without."""
+    if tokens is None:
+        return {}
+    step, per_step, gpus = float(np.asarray(budget.step_s)), budget.plan.tokens_per_step, budget.plan.scenario.cluster.gpus
+    time_s = tokens / per_step * step  # whole steps are not rounded: a token budget is rarely a multiple of the batch
+    return {"train": {"tokens": tokens, "steps": tokens / per_step, "time_s": time_s, "gpu_hours": time_s * gpus / 3600}}
+
+
+def train_lines(budget: Budget, tokens: float | None) -> list[str]:
+    if tokens is None:
+        return []
+    t = train_dict(budget, tokens)["train"]
+    return [f"[bold]Time to train[/bold] on {fmt_count(t['tokens'])} tokens: {t['steps']:,.0f} steps, "
+            f"{t['time_s'] / SECONDS_PER_DAY:,.1f} days, {t['gpu_hours']:,.3g} GPU-hours"]
+
+
+def budget_tables(budget: Budget) -> list[Table]:
     """What `budget` prints: the summary, the exchanges, the operators (operator model) and the roofline."""
-    return [summary_table(budget, kernel, carried_rate), exchanges_table(budget),
+    return [summary_table(budget), exchanges_table(budget),
             *([operators_table(budget)] if budget.plan.operators else []), roofline_table(budget)]

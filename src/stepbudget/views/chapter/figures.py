@@ -6,7 +6,7 @@ import numpy as np
 
 from stepbudget import firstorder as fo
 from stepbudget.budget.step import estimate
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.scenario import ScenarioError, load
 from stepbudget.plan.derive import derive
 from stepbudget.sim.collectives import ring_schedule
 from stepbudget.sweep.calibrate import carried
@@ -22,7 +22,7 @@ DIMS = ("tp", "cp", "pp", "dp")
 
 
 def _budget(ref: str, sets: list[str]):
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     return estimate(derive(sc))
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from stepbudget.a2a.ratio import moe_layer_times
 from stepbudget.a2a.report import layer_inputs
+from stepbudget.inputs.scenario import load
 from stepbudget.sweep.calibrate import carried
 from stepbudget.sweep.scaling import ScaleCurve, scale
 from stepbudget.sweep.whatif import whatif
@@ -66,7 +67,7 @@ def scaling_figure(curve: ScaleCurve, lang: str = "en") -> dict:
 
 def strong_scaling(lang: str, ref: str, sets: list[str]) -> dict:
     """Figure 5.4: the scenario's layout, its global batch fixed, at the chapter's five sizes."""
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     lay = sc.layout
     group = lay.tp * lay.cp * lay.pp
     sizes = [int(sc.cluster.gpus * f) for f in SIZES]
@@ -145,7 +146,7 @@ range as the text states it; the per-pair bars of its figure are not read off he
 def fused_kernels(lang: str, ref: str, sets: list[str]) -> dict:
     """Figure 5.6: per pair, the model's time run one after the other and fully overlapped (what a fused kernel
     can reach), beside MegaScale-MoE's measured range; and Table 5's steps beside the model's overlap gain."""
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     li = layer_inputs(sc)
     bw = li.nvlink_Bps if li.ep_in_node else li.nic_Bps
     lt = moe_layer_times(li.tokens_per_gpu, li.hidden, li.expert_ffn, li.top_k, li.ep, bw, li.peak_flops,

@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from stepbudget.enums import DataParallel
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.scenario import ScenarioError, load
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import program_size, step_program
 from stepbudget.sim.step import StepResult, sim_budget, simulate_step
@@ -33,7 +33,7 @@ ROWS = ("compute", "nvlink", "nic")
 
 def _budget(ref: str, sets: list[str]):
     """The budget the simulator runs for ``ref`` with ``sets`` (its kernel rate)."""
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     return sim_budget(sc)
 
 

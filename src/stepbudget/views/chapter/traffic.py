@@ -7,7 +7,7 @@ import numpy as np
 from stepbudget.a2a.report import Skew, dispatch_matrix
 from stepbudget.a2a.routing import skew_stats
 from stepbudget.budget.step import estimate
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.scenario import ScenarioError, load
 from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import carried
 from stepbudget.units import BITS_PER_BYTE
@@ -29,7 +29,7 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
     FAST measured pairs above 12x the median in Megatron-LM's MoE pre-training (FAST §2, chapter 5.5); the
     routing model's pair skew reaches that from Zipf 1.0 (at 0.8, FAST's benchmark load, the largest pair is
     9.2x the median), so the figure draws 1.0."""
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     calls = [dispatch_matrix(sc, Skew("pairs", skew), servers, gpus_per_server, seed + call) for call in range(CALLS)]
     D = calls[0] / 1e6
     n = D.shape[0]
@@ -80,7 +80,7 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
     """Animation 5.2: one NIC over two steps (bursts at line rate, idle between), zooming out to one counter
     window of ``window_s``, where the counter reads the same bytes as a flat average. A window shorter than
     the step does not average: its readings follow the bursts, and the title says so."""
-    sc, _ = carried(ref, sets)
+    sc, _ = carried(load(ref, sets))
     b = estimate(derive(sc))
     step = float(b.step_s)
     near = 2 * step
