@@ -259,12 +259,15 @@ def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = N
     """Strong scaling of ``scenario`` over ``gpus`` (default: its own size); ``weak`` keeps the batch per replica,
     ``research`` searches the best layout again at each size."""
     from stepbudget.sweep.scaling import scale as run_scale
+    from stepbudget.views.memory import misfit_lines
     from stepbudget.views.scaling import scale_dict, scale_table
 
     sc = scenario_of(scenario, sets)
     curve = run_scale(sc, list(gpus) if gpus is not None else [sc.cluster.gpus], weak=weak, research=research,
                       progress=progress)
-    return ScaleResult(curve, lambda: scale_dict(curve), lambda: [scale_table(curve)],
+    misfits = [(f"{p.gpus:,} GPUs", p.memory_bytes, sc.cluster.gpu.hbm_bytes) for p in curve.points if not p.fits]
+    return ScaleResult(curve, lambda: {"fits": not misfits, **scale_dict(curve)},
+                       lambda: [*misfit_lines(sc.name, sc.cluster.gpu.name, misfits), scale_table(curve)],
                        lambda d: d["points"],
                        lambda d: f"{d['scenario']} ({d['mode']}): " + ", ".join(
                            f"{p['gpus']:,} GPUs {p['mfu']:.1%} MFU" for p in d["points"][:4])
@@ -279,6 +282,7 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
     cases first (llama3-405b only)."""
     from stepbudget.sweep.whatif import CHAPTER_CASES
     from stepbudget.sweep.whatif import whatif as run_whatif
+    from stepbudget.views.memory import misfit_lines
     from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
 
     ref = os.fspath(scenario)
@@ -291,7 +295,11 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
     if not chosen:
         raise ValueError("variants: give at least one variant ({'name': ['section.field=value', ...]}) or chapter=True")
     result = run_whatif(ref, list(sets), chosen)
-    return WhatIfResult(result, lambda: whatif_dict(result), lambda: [whatif_table(result), traffic_table(result)],
+    misfits = [(v.name, float(v.memory.total), v.memory.capacity) for v in result if not bool(v.memory.fits)]
+    first = result[0].scenario
+    return WhatIfResult(result, lambda: {"fits": not misfits, **whatif_dict(result)},
+                        lambda: [*misfit_lines(first.name, first.cluster.gpu.name, misfits), whatif_table(result),
+                                 traffic_table(result)],
                         lambda d: [{"name": v["name"], **{k: v["budget"][k] for k in ("step_s", "compute_s", "bubble_s",
                                                                                    "exposed_comm_s", "mfu")},
                                     "memory_bytes": v["memory"]["total_bytes"]} for v in d["variants"]],
@@ -379,6 +387,8 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
     ``workers`` local Dask processes or the cluster at ``scheduler`` when either is given (the same results)."""
     from stepbudget.sim.step import (Jitter, check_link_rate, full_tails, monte_carlo, sim_budget, simulate_step,
                                      tail_growth)
+    from stepbudget.budget.memory import memory_per_gpu
+    from stepbudget.views.memory import fit_dict, fit_lines
     from stepbudget.views.simulation import links_table, misses_table, simulate_dict, simulate_table, tails_table
 
     jit = Jitter(compute_cv=compute_cv, link_cv=link_cv, straggler_p=straggler_p, straggler_slowdown=straggler_slowdown)
@@ -405,12 +415,14 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
         at = sorted({1, 8, 64, R})
         tails = full_tails(mc.pipeline_s, at) if full else tail_growth(mc.pipeline_s, at, steps, seed)
 
+    mem = memory_per_gpu(b.plan)
+
     def tables() -> list:
-        return [simulate_table(result), *([misses_table(result)] if result.deadline_misses else []),
+        return [*fit_lines(mem), simulate_table(result), *([misses_table(result)] if result.deadline_misses else []),
                 links_table(result), *([tails_table(tails, steps, full)] if tails is not None else [])]
 
     return SimulationResult(
-        result, lambda: simulate_dict(result, mc, tails), tables,
+        result, lambda: {**fit_dict(mem), **simulate_dict(result, mc, tails)}, tables,
         lambda d: [{"term": "bubble", "exposed_s": d["bubble_s"]},
                    *({"term": k, "exposed_s": v} for k, v in d["exposed_comm_s"].items())],
         lambda d: f"{d['scenario']}: simulated {_ms(d['step_s'])} against the budget's {_ms(d['analytical_step_s'])}, "
@@ -424,12 +436,16 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
     counter reads, and the buffer ``converging`` bursts need at one switch port."""
     from stepbudget.budget.step import estimate
     from stepbudget.plan.derive import derive
+    from stepbudget.budget.memory import memory_per_gpu
+    from stepbudget.views.memory import fit_dict, fit_lines
     from stepbudget.views.wire import wire_dict, wire_table
     from stepbudget.wire import wire_of
 
     sc = scenario_of(scenario, sets)
-    w = wire_of(estimate(derive(sc)), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=switch_buffer_bytes)
-    return WireResult(w, lambda: wire_dict(w), lambda: [wire_table(w)],
+    plan = derive(sc)
+    w = wire_of(estimate(plan), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=switch_buffer_bytes)
+    mem = memory_per_gpu(plan)
+    return WireResult(w, lambda: {**fit_dict(mem), **wire_dict(w)}, lambda: [*fit_lines(mem), wire_table(w)],
                       lambda d: [{"t_s": t, "rate_Bps": r} for t, r in zip(d["series"]["t_s"], d["series"]["rate_Bps"])],
                       lambda d: f"{d['scenario']}: {d['bytes_per_nic'] / 1e9:,.1f} GB per NIC per step, "
                                 f"duty cycle {d['duty_cycle']:.1%}", profile=profile_label(sc))

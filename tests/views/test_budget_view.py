@@ -91,3 +91,20 @@ def test_budget_lists_the_defaults_that_move_its_step_most():
     other = sb.step_budget("llama3-405b", sets=["overlap.tp=1"]).to_dict()["step_s"]
     assert tp["step_s"] == pytest.approx(other, rel=1e-12) and tp["step_s"] < d["step_s"]
     assert "Assumed, not stated" in _run("budget", "llama3-405b").stdout
+
+
+@pytest.mark.parametrize("args, first", [
+    (("scale", "llama3-405b", "--gpus", "8192,16384"), "does not fit in HBM: 8,192 GPUs (92.1 GB per GPU of 80 GB)"),
+    (("whatif", "llama3-405b", "--vary", "layout.pp=8 layout.dp=256"), "does not fit in HBM: layout.pp=8 layout.dp=256"),
+    (("simulate", "llama3-405b", "--set", "layout.pp=8", "--set", "layout.dp=256"), "does not fit: llama3-405b needs"),
+    (("wire", "llama3-405b-puredp"), "does not fit: llama3-405b-puredp needs 6.56 TB per GPU"),
+])
+def test_every_command_that_times_a_step_says_first_when_it_does_not_fit(args, first):
+    assert _run(*args).stdout.startswith(first)
+    d = json.loads(_run(*args, "--json").stdout)
+    assert d["fits"] is False
+
+
+def test_search_never_ranks_a_layout_that_does_not_fit():
+    d = sb.search("llama3-405b", gpus=8192, top=5).to_dict()
+    assert d["top"] and all(t["memory"]["fits"] and t["memory"]["total_bytes"] <= 80e9 for t in d["top"])

@@ -44,12 +44,21 @@ def fit_dict(mem: Memory) -> dict:
 
 def fit_lines(mem: Memory) -> list[str]:
     """The first line of every command that times a step whose job does not fit in HBM (none when it fits)."""
-    if bool(mem.fits):
-        return []
     sc = mem.plan.scenario
-    return [f"[bold red]does not fit:[/bold red] {sc.name} needs {fmt_bytes(float(mem.total))} per GPU on its busiest "
-            f"pipeline rank, {fmt_bytes(mem.capacity)} of HBM on {sc.cluster.gpu.name}; this step cannot run as "
-            "described (stepbudget memory shows where the bytes go)"]
+    return misfit_lines(sc.name, sc.cluster.gpu.name, [("", float(mem.total), mem.capacity)] if not bool(mem.fits) else [])
+
+
+def misfit_lines(name: str, gpu: str, misfits: list[tuple[str, float, float]]) -> list[str]:
+    """One line naming every job of a command's table that does not fit: (label, bytes needed, HBM bytes) each."""
+    if not misfits:
+        return []
+    if len(misfits) == 1 and not misfits[0][0]:
+        _, need, hbm = misfits[0]
+        return [f"[bold red]does not fit:[/bold red] {name} needs {fmt_bytes(need)} per GPU on its busiest pipeline rank, "
+                f"{fmt_bytes(hbm)} of HBM on {gpu}; this step cannot run as described (stepbudget memory shows where "
+                "the bytes go)"]
+    each = "; ".join(f"{label} ({fmt_bytes(need)} per GPU of {fmt_bytes(hbm)})" for label, need, hbm in misfits)
+    return [f"[bold red]does not fit in HBM:[/bold red] {each}; those steps cannot run as described"]
 
 
 def memory_table(mem: Memory) -> Table:
