@@ -89,6 +89,14 @@ def test_panel_5_4_full_model_matches_budget_and_scale():
     assert text(mfu_row.children[2]) == "16.8%"  # budget --set cluster.gpus=131072 and scale agree on it
 
 
+@pytest.mark.parametrize("lang, words", [("en", "does not fit: it needs 92.1 GB per GPU against 80 GB"),
+                                         ("zh-Hant", "放不下:每顆 GPU 需要 92.1 GB,HBM 只有 80 GB")])
+def test_panel_5_4_says_when_the_full_models_job_does_not_fit(lang, words):
+    assert words in text(find(run(p54, lang, G="8,192"), "p54-no-fit"))  # Llama 3 on half its GPUs, as budget says
+    with pytest.raises(KeyError):
+        find(run(p54, lang), "p54-no-fit")  # the job as measured fits
+
+
 def test_panel_5_5_chapter_ratios_and_presets():
     out = run(p55)
     assert tile(out, "p55-t-ratio") == "9.94" and tile(out, "p55-t-ratio-nic") == "1.24"

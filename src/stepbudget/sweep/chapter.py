@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stepbudget import firstorder as fo
+from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import SCHEDULE_BY_CODE, Axis, RateScope
@@ -70,6 +71,8 @@ class FullModel:
     kernel: Budget | None = None
     """The same step at the kernel rate under a whole-step rate (``Budget.kernel``): compute, bubble and exposed
     time apart."""
+    memory: Memory | None = None
+    """The job's memory per GPU: a panel says when it does not fit, as every command does."""
 
     @property
     def command(self) -> str:
@@ -143,7 +146,7 @@ def full_model(N, G, B, M, nic_Bps, F, dp_kind: str | None = None, grad_bytes=No
     except ScenarioError as e:
         return Unmapped("scenario", detail=str(e))
     rate = carried(b.plan.scenario)[1]
-    return FullModel(ref, tuple(format_sets(changes)), b.plan.scenario, b, F, rate, b.kernel)
+    return FullModel(ref, tuple(format_sets(changes)), b.plan.scenario, b, F, rate, b.kernel, memory_per_gpu(b.plan))
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,10 @@ def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
     rows = [[t(lang, f"p54.term.{term.name}"), show(term.name, term.first), show(term.name, term.full)] for term in c.terms]
     header = [t(lang, "p54.col.term"), t(lang, "p54.col.first"), t(lang, "p54.col.full")]
     lines: list[Component] = [ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
+    mem = full.memory
+    if mem is not None and not bool(mem.fits):
+        lines.insert(0, html.P(t(lang, "p54.no_fit", need=fmt.data(float(mem.total)), hbm=fmt.data(mem.capacity)),
+                               id="p54-no-fit", className="no-fit"))
     if c.differs:
         lines.append(html.P(t(lang, "p54.differs"), className="lead"))
         lines.append(html.Ul([html.Li(common.reason(lang, code, values), className=f"why-{code}")
