@@ -10,7 +10,7 @@ from rich.table import Table
 from stepbudget.inputs.catalog import Entry
 
 _SHAPE = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
-          "seq_len", "activation", "positions", "tied_embeddings")
+          "activation", "positions", "tied_embeddings")
 """Model fields every row of the JSON carries (None where the row leaves a default)."""
 
 
@@ -37,24 +37,26 @@ def _experts(m: dict[str, Any]) -> str:
 
 def models_table(entries: list[Entry]) -> Table:
     """One line per catalog row: name, stated parameters, layers, hidden, heads/kv, FFN width (an MoE's expert
-    width), experts/top-k (shared experts as +n), training context and source."""
-    table = Table(title="Model catalog (model: NAME in a scenario)", show_lines=False)
-    for header in ("name", "params", "layers", "hidden", "heads/kv", "ffn", "experts/top-k", "seq", "source"):
+    width), experts/top-k (shared experts as +n), the context the row's source states (row metadata, not a
+    training length: a scenario states its own seq_len) and source."""
+    table = Table(title="Model catalog (model: {catalog: NAME, seq_len: S} in a scenario)", show_lines=False)
+    for header in ("name", "params", "layers", "hidden", "heads/kv", "ffn", "experts/top-k", "context", "source"):
         table.add_column(header, justify="left" if header in ("name", "source") else "right",
                          overflow="fold" if header == "source" else "ellipsis")
     for e in entries:
         m = e.model
         ffn = m["moe"]["expert_ffn_size"] if m.get("moe") else m["ffn_size"]
         table.add_row(e.key, params_label(e.params_stated), str(m["num_layers"]), f"{m['hidden_size']:,}",
-                      _heads(m), f"{ffn:,}", _experts(m), f"{m['seq_len']:,}", e.source)
+                      _heads(m), f"{ffn:,}", _experts(m), f"{e.context_len:,}", e.source)
     return table
 
 
 def model_dict(e: Entry) -> dict[str, Any]:
-    """One row for --json: its names, stated count and sources, and its model section as a scenario takes it."""
+    """One row for --json: its names, stated count, sources and source's context length, and its model section as a
+    scenario takes it (with no seq_len: the scenario states its own)."""
     return {"key": e.key, "name": e.model.get("name", e.key), "aliases": list(e.aliases),
             "params_stated": e.params_stated, "params_source": e.params_source, "source": e.source,
-            "seq_source": e.seq_source, "note": e.note,
+            "context_len": e.context_len, "seq_source": e.seq_source, "note": e.note,
             "shape": {k: e.model.get(k) for k in _SHAPE},
             "moe": e.model.get("moe"), "mla": e.model.get("mla"), "model": e.model}
 
