@@ -10,7 +10,7 @@ import yaml
 
 from stepbudget.plan.flops import model_counts
 from stepbudget.validation.convert import NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, RULES, to_case
-from stepbudget.validation.runs import check_run, shipped_runs_text
+from stepbudget.validation.runs import check_run, read_runs, shipped_runs_text
 
 TINY = {  # 64 H100s as TP2 x CP1 x PP4 x DP8; a model no preset carries
     "id": "tiny",
@@ -58,22 +58,25 @@ def test_dp_is_the_gpu_count_over_tp_cp_pp_when_the_source_gives_no_number(chang
     lay = case.scenario.layout
     assert (lay.tp, lay.cp, lay.pp, lay.dp) == degrees
     assert lay.tp * lay.cp * lay.pp * lay.dp == case.gpus == 64
-    assert (note in case.assumptions) if note else not any(n.startswith(("DP", "SP")) for n in case.assumptions)
+    assert (note in case.assumptions) if note else not any(n.startswith(("DP not", "SP")) for n in case.assumptions)
 
 
-def test_the_batch_is_taken_in_sequences_even_over_a_presets_tokens():
+def test_the_batch_is_taken_in_sequences_and_a_named_model_brings_no_presets_job():
     sc = _scenario({"model.seq_len": 4096, "layout.global_batch_seqs": 128})
     assert (sc.model.seq_len, sc.batch.global_batch_seqs, sc.batch.global_batch_tokens) == (4096, 128, None)
     assert sc.global_batch_seqs * sc.model.seq_len == 524288
-    # the llama3-405b preset states 16,777,216 tokens; the run's 1,024 sequences of 8,192 replace them
+    # Llama 3 405B has a preset (16,777,216 tokens, Meta's pods, FSDP, [tp, cp, pp, dp]): none of it reaches a run
     case = _case({"model": {"name": "Llama 3 405B", "layers": 126, "hidden": 16384, "heads": 128, "vocab": 128256,
                             "seq_len": 8192}, "num_gpus": 1024, "layout.tp": 8, "layout.pp": 16,
-                  "layout.global_batch_seqs": 1024})
+                  "layout.global_batch_seqs": 1024, "layout.embedding_in_pipeline_split": True,
+                  "layout.loss_in_pipeline_split": True})
     sc = case.scenario
-    assert "unstated fields from preset llama3-405b" in case.assumptions
+    assert not any("preset" in a for a in case.assumptions)
     assert (sc.batch.global_batch_seqs, sc.batch.global_batch_tokens) == (1024, None)
-    assert sc.model.num_kv_heads == 8 and sc.model.ffn_size == 53248  # what the run leaves out, from the preset
-    assert sc.cluster.achieved_flops is None and sc.cluster.rate_scope == "kernel"  # never the preset's rate
+    assert sc.model.num_kv_heads == 8 and sc.model.ffn_size == 53248  # what the run leaves out, from the catalog row
+    assert sc.cluster.tiers == () and sc.layout.dp_kind == "zero1"  # not the preset's pods, nor its FSDP
+    assert [a.value for a in sc.layout.order] == ["tp", "cp", "pp", "dp"]  # the scenario's default, stated nowhere
+    assert sc.cluster.achieved_flops is None and sc.cluster.rate_scope == "kernel"  # never a measured rate
 
 
 @pytest.mark.parametrize("changes, field, expected", [
@@ -127,7 +130,7 @@ def test_cluster_rules(changes, field, expected):
     ({"layout.zero_stage": "ZeRO stage 3"}, "layout.dp_kind", "zero3"),
     ({"layout.zero_stage": "FSDP, not resharded after forward"}, "layout.reshard_after_forward", False),
     ({"layout.order": "TP, CP, PP, DP"}, "layout.order", ("tp", "cp", "pp", "dp")),
-    ({"layout.framework": "Megatron-LM"}, "layout.order", ("tp", "cp", "dp", "pp")),
+    ({"layout.framework": "Megatron-LM"}, "layout.order", ("tp", "cp", "ep", "dp", "pp")),
     ({"layout.framework": "Megatron-DeepSpeed"}, "layout.order", ("tp", "cp", "pp", "dp")),  # the model's default
     ({"layout.cp": 2, "layout.dp": 4, "layout.framework": "Megatron-Core"}, "layout.cp_kind", "ring"),
     ({"layout.attention_kernel": "FlashAttention-2"}, "layout.attention_kernel", "flash-attention-2"),
@@ -186,12 +189,14 @@ def test_the_measured_step_comes_from_the_sources_own_flop_count():
     case = _case({"measured": {"tflops_per_gpu": 400}})
     assert case.measured_step_s == causal * 2048 / 400e12
     assert case.measured_from == "tflops_per_gpu with the causal count"
+    assert "FLOP convention of measured.tflops_per_gpu not stated: the causal count" in case.assumptions
     assert _case({"measured": {"mfu_pct": 50}}).measured_step_s == causal * 2048 / (0.5 * 989e12)
     titan = _case({"source": {"document": "torchtitan"}, "measured": {"mfu_pct": 40, "mfu_pct_noncausal": 45}})
     assert titan.scenario.flops.convention == "noncausal" and titan.measured_mfu == 0.45
     assert titan.measured_from == "mfu_pct with the noncausal count"
-    none = _case({"measured": {"tokens_per_s": 1e6}})
-    assert none.measured_step_s is None and none.reason.startswith("no step time, throughput or MFU")
+    assert not any("FLOP convention" in a for a in titan.assumptions)  # the source's convention is known
+    none = _case({"measured": {"tokens_per_day_b": 272.8}})
+    assert none.measured_step_s is None and none.reason.startswith("no step time, throughput, TFLOP/s or MFU")
 
 
 @pytest.mark.parametrize("changes, reason", [
@@ -206,13 +211,176 @@ def test_a_run_that_cannot_be_predicted_says_why(changes, reason):
     assert case.measured_mfu == (0.4 if reason.startswith("layout") else None)  # read once the run is converted
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's reader where installed: the whole runs files in a tenth of a second."""
+
+
 def test_every_field_a_rule_reads_is_one_the_runs_files_use():
     files = [shipped_runs_text()] + [open(p, encoding="utf-8").read() for p in glob.glob("examples/*.yaml")]
     used = {f"{key}.{name}" if isinstance(body, dict) else key
-            for text in files for run in yaml.safe_load(text)["runs"] for key, body in run.items()
+            for text in files for run in yaml.load(text, Loader=_LOADER)["runs"] for key, body in run.items()
             for name in (body if isinstance(body, dict) else [None])}
-    # a field no shipped run needs yet is still one the schema documents (conventions.layout_fields)
-    documented = {f"layout.{w}" for w in re.findall(r"[a-z_]+", yaml.safe_load(files[0])["conventions"]["layout_fields"])}
+    # a field no shipped run needs yet is still one the schema documents (conventions.*_fields)
+    conventions = yaml.load(files[0], Loader=_LOADER)["conventions"]
+    documented = {f"{section}.{w}" for section in ("model", "layout", "measured")
+                  for w in re.findall(r"[A-Za-z0-9_]+", conventions[f"{section}_fields"])}
     reads = {f for fields, _ in RULES for f in fields}
     assert reads - used - documented == set()
     assert {"layout.tp", "layout.dp", "model.moe", "measured.step_time_s"} <= used
+
+
+# -- what sources print: throughputs, FLOP counts with recompute, local batches, JAX degrees -----------------------
+
+TOKENS = 64 * 2048  # TINY's global batch: 64 sequences of 2,048 tokens on 64 GPUs
+
+
+@pytest.mark.parametrize("measured, step, figure", [
+    ({"tokens_per_s_per_gpu": 1000}, TOKENS / (1000 * 64), "tokens_per_s_per_gpu"),
+    ({"tokens_per_s": 64000}, TOKENS / 64000, "tokens_per_s"),
+    ({"samples_per_s": 16}, 64 / 16, "samples_per_s"),
+    ({"step_time_s": 2.0, "tokens_per_s": 64000}, 2.0, "step_time_s"),  # the step as printed wins
+    ({"tokens_per_s_per_gpu": 1000, "mfu_pct": 40}, TOKENS / (1000 * 64), "tokens_per_s_per_gpu"),
+])
+def test_a_printed_throughput_becomes_the_step_with_the_runs_own_batch(measured, step, figure):
+    case = _case({"measured": measured})
+    assert case.measured_step_s == pytest.approx(step, rel=1e-12)
+    assert case.measured_from == figure and case.measured_figures[0] == (case.measured_step_s, figure)
+
+
+def test_other_printed_figures_are_checked_against_the_step():
+    agree = _case({"measured": {"step_time_s": 2.048, "tokens_per_s": 64000}})  # 131,072 / 64,000 = 2.048 s
+    assert not any(a.startswith("measured:") for a in agree.assumptions)
+    off = _case({"measured": {"step_time_s": 2.0, "tokens_per_s": 50000}})
+    assert "measured: tokens_per_s gives a 2.621 s step, +31.1% from step_time_s" in off.assumptions
+
+
+def test_a_tflops_figure_that_counts_the_recompute_pass_reads_narayanans_eq3():
+    # Narayanan et al. 2021 Table 1, 1.7B on 32 GPUs: 137 TFLOP/s under Eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh),
+    # which counts full recompute's extra forward; the example file states the step that gives: 3.528 s
+    run = next(r for r in read_runs("examples/megatron_a100_runs.yaml")[0] if r["id"] == "narayanan21_table1_1.7B_32gpu")
+    run = copy.deepcopy(run)
+    B, s, L, h, V = 512, 2048, 24, 2304, 51200
+    eq3 = 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+    assert eq3 / (32 * 137e12) == pytest.approx(run["measured"]["step_time_s"], abs=5e-4)
+    run["measured"] = {"tflops_per_gpu": 137, "flops_convention": "noncausal", "flops_with_recompute": True}
+    case = to_case(run)
+    assert case.measured_step_s == pytest.approx(eq3 / (32 * 137e12), rel=1e-9)
+    assert case.measured_from == "tflops_per_gpu with the noncausal count and the full recompute pass"
+    counts = model_counts(case.scenario.model, "noncausal")  # plan/flops.py: the pass is the layers' forward
+    assert counts.recompute_flops_per_token["full"] == counts.layer_forward_flops_per_token
+
+
+def test_an_mfu_is_read_against_the_peak_the_run_states():
+    causal = model_counts(_scenario({}).model, "causal").flops_per_token
+    case = _case({"measured": {"mfu_pct": 40, "peak_tflops": 1979, "flops_convention": "causal"}})
+    assert case.measured_step_s == pytest.approx(causal * 2048 / (0.4 * 1979e12))
+    assert case.measured_from == "mfu_pct with the causal count against 1979 TFLOP/s"
+    six_n = _case({"measured": {"tflops_per_gpu": 400, "flops_convention": "6N"}})
+    assert six_n.measured_step_s == pytest.approx(model_counts(six_n.scenario.model, "6N").flops_per_token * 2048 / 400e12)
+
+
+@pytest.mark.parametrize("zero", [0, "0", "none", "ZeRO-0", "DDP", "no sharding (NO_SHARD)"])
+def test_zero_stage_0_is_no_sharding(zero):
+    case = _case({"layout.zero_stage": zero})
+    assert case.scenario.layout.dp_kind == "ddp"
+    assert not any(a.startswith("DP sharding") for a in case.assumptions)  # read, not replaced by a default
+
+
+@pytest.mark.parametrize("framework, kind", [("Megatron-LM", "ddp"), ("NeMo 2", "ddp"), ("torchtitan (FSDP2)", "fsdp"),
+                                             ("Megatron-DeepSpeed", "ddp"), ("MaxText", "fsdp"), (None, "zero1")])
+def test_an_unstated_dp_sharding_is_the_frameworks_default_and_said(framework, kind):
+    case = _case({"layout.framework": framework})
+    assert case.scenario.layout.dp_kind == kind
+    assert any(a.startswith(f"DP sharding not stated: {kind} (") for a in case.assumptions)
+
+
+@pytest.mark.parametrize("changes, dp, kind, replicas", [
+    ({"layout.fsdp": 4, "layout.dp": 2}, 8, "fsdp", 2),  # fsdp beside dp: dp is the pure-DP part
+    ({"layout.fsdp": 8, "layout.dp": None}, 8, "fsdp", 1),  # the rest of the GPUs
+    ({"layout.ici_fsdp_parallelism": 4, "layout.dcn_fsdp_parallelism": 2, "layout.dp": None}, 8, "fsdp", 1),
+    ({"layout.ici_fsdp_parallelism": 2, "layout.dcn_data_parallelism": 4, "layout.dp": None}, 8, "fsdp", 4),
+    ({"layout.ici_data_parallelism": 8, "layout.dp": None}, 8, "ddp", 1),  # no FSDP axis: plain DP
+])
+def test_jax_fsdp_and_data_degrees_multiply_into_dp(changes, dp, kind, replicas):
+    lay = _scenario(changes).layout
+    assert (lay.dp, lay.dp_kind, lay.dp_replicas) == (dp, kind, replicas)
+
+
+@pytest.mark.parametrize("layout, seqs, note", [
+    ({"global_batch_tokens": 262144}, 128, "global batch 128 sequences from global_batch_tokens"),
+    ({"batch_size_per_dp": 4}, 32, "global batch 32 sequences: batch_size_per_dp x DP 8"),
+    ({"micro_batch": 2, "grad_accum": 4}, 64, "global batch 64 sequences: micro_batch x grad_accum x DP 8"),
+    ({"batch_size_per_gpu": 2}, 16, "global batch 16 sequences: batch_size_per_gpu x grad_accum 1 x DP 8"),
+    ({"batch_size_per_gpu": 2, "grad_accum": 3}, 48, "global batch 48 sequences: batch_size_per_gpu x grad_accum 3 x DP 8"),
+    ({"global_batch_seqs": 16, "global_batch_tokens": 262144}, 16, None),  # printed sequences win
+])
+def test_the_global_batch_comes_from_what_the_source_prints(layout, seqs, note):
+    case = _case({"layout.global_batch_seqs": None, **{f"layout.{k}": v for k, v in layout.items()}})
+    assert case.scenario.global_batch_seqs == seqs
+    assert (note in case.assumptions) if note else not any(a.startswith("global batch") for a in case.assumptions)
+
+
+def test_a_batch_that_cannot_be_read_is_named():
+    assert _case({"layout.global_batch_seqs": None}).reason == "not stated in the source: layout.global_batch_seqs"
+    odd = _case({"layout.global_batch_seqs": None, "layout.global_batch_tokens": 1000})
+    assert odd.reason == "layout.global_batch_tokens: 1,000 tokens is not a whole number of 2,048-token sequences"
+    assert _case({"layout.global_batch_seqs": None, "layout.micro_batch": 2}).scenario is None  # no accumulation
+
+
+@pytest.mark.parametrize("flags", [
+    {"layout.embedding_in_pipeline_split": True, "layout.loss_in_pipeline_split": True},
+    {"layout.account_for_embedding_in_pipeline_split": "true", "layout.account_for_loss_in_pipeline_split": "yes"},
+])
+def test_megatrons_embedding_and_loss_slots_let_126_layers_split_over_pp16_v4(flags):
+    # Llama 3 405B's 126 layers + embedding + loss = 128 slots = 16 stages x 4 chunks x 2 layers
+    base = {"model.layers": 126, "num_gpus": 128, "layout.tp": 8, "layout.pp": 16, "layout.dp": 1,
+            "layout.global_batch_seqs": 64, "layout.virtual_pipeline_chunks_per_rank": 4}
+    case = _case({**base, **flags})
+    lay = case.scenario.layout
+    assert (lay.embedding_in_pipeline_split, lay.loss_in_pipeline_split, lay.virtual_stages) == (True, True, 4)
+    assert case.scenario.pipeline_slots == 128
+    unstated = _case(base)  # nothing said: the slots that make the split whole are assumed, and said
+    assert unstated.scenario.layout.embedding_in_pipeline_split
+    assert "pipeline split not stated: 126 layers split over 64 stages once the embedding and the loss take a slot " \
+           "each" in unstated.assumptions
+    guessed = _case({**base, **flags, "layout.virtual_pipeline_chunks_per_rank": None, "layout.schedule": "interleaved"})
+    assert guessed.scenario.layout.virtual_stages == 2  # 8 slots per rank: the shallowest interleaving is 2
+
+
+@pytest.mark.parametrize("order, expected", [
+    ("tp-cp-ep-dp-pp", ["tp", "cp", "ep", "dp", "pp"]),  # Megatron-Core's, EP carved from DP
+    ("[TP, CP, PP, DP] (Llama 3 3.3.2)", ["tp", "cp", "pp", "dp"]),
+    ("tp-cp-ep-dp-pp (the 64-way EP spans 8 nodes)", ["tp", "cp", "ep", "dp", "pp"]),  # prose after the order
+])
+def test_a_rank_order_may_name_ep(order, expected):
+    case = _case({"layout.order": order})
+    assert [a.value for a in case.scenario.layout.order] == expected
+    assert not any("rank order not read" in a for a in case.assumptions)
+
+
+def test_stated_precisions_set_their_bytes():
+    sc = _scenario({"layout.dispatch_precision": "FP8 with 1x128 tile scales", "layout.combine_precision": "BF16",
+                    "layout.saved_activations_precision": "fp8", "layout.optimizer_moments": "BF16 instead of FP32"})
+    p = sc.precision
+    assert (p.dispatch, p.combine, p.saved_activations, p.optimizer_bytes) == (1 + 4 / 128, 2.0, 1.0, 8.0)
+
+
+def test_a_megatron_run_that_does_not_fit_takes_its_frameworks_options_in_order():
+    # Llama 3 70B on 64 H100s as TP8 x DP8 at 8K tokens: DDP's 16 bytes per parameter do not fit in 80 GB
+    run = {"id": "big", "model": {"name": "Llama 3 70B", "seq_len": 8192}, "hardware": {"gpu": "H100"},
+           "num_gpus": 64, "layout": {"tp": 8, "pp": 2, "global_batch_seqs": 64, "framework": "Megatron-LM"},
+           "measured": {"step_time_s": 10}}
+    check_run(run, 0)
+    case = to_case(run)
+    assert case.scenario.layout.dp_kind == "zero1" and case.scenario.layout.recompute == "none"
+    assert ("assumed: distributed optimizer (Megatron-LM arguments.py --use-distributed-optimizer; Megatron-LM runs "
+            "that do not fit without it use it)") in case.assumptions
+    tighter = copy.deepcopy(run)
+    tighter["layout"]["pp"] = 1
+    lay = to_case(tighter).scenario.layout
+    assert (lay.dp_kind, lay.recompute) == ("zero1", "full")  # selective alone is not enough: full replaces it
+    assert sum(a.startswith("assumed:") for a in to_case(tighter).assumptions) == 2
+    stated = copy.deepcopy(tighter)
+    stated["layout"].update(zero_stage=0, recompute="none")  # what the run states is never changed
+    lay = to_case(stated).scenario.layout
+    assert (lay.dp_kind, lay.recompute) == ("ddp", "none")

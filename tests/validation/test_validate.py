@@ -135,8 +135,13 @@ def test_conversion_rules():
     assert mt.layout.attention_kernel == "flash-attention-1" and ms.layout.attention_kernel == "best"
     assert mt.cluster.gpu.kernels == ms.cluster.gpu.kernels
     assert ms.model.parallel_block and not mt.model.parallel_block  # MegaScale 3.1's parallel transformer block
-    moe = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"]).scenario
+    moe_case = to_case(RUNS["megascale_moe_table3_352B_megascalemoe_240gpu"])
+    moe = moe_case.scenario
     assert (moe.layout.tp, moe.layout.cp, moe.layout.ep) == (1, 8, 8)
+    # states no optimizer sharding, and does not fit under Megatron-LM's DDP: its framework's first option
+    assert moe.layout.dp_kind == "zero1" and any(a.startswith("assumed: distributed optimizer")
+                                                 for a in moe_case.assumptions)
+    assert moe.model.moe.shared_experts == 1  # the catalog row's always-on FFN (inferred from 352B)
     assert moe.layout.ep_kind == "all-gather"  # MegaScale-MoE Fig. 9: AG + scatter, gather + RS
     # the preset's EP overlap is MegaScale-MoE's; its Megatron-LM baseline hides no TP or EP (only DP/PP, per its notes)
     base = to_case(RUNS["megascale_moe_table3_352B_megatron_240gpu"]).scenario
@@ -242,7 +247,7 @@ def test_conversion_reads_stored_scores_and_picks_the_shallowest_interleaving(tm
 def test_megatron_family_runs_lay_ranks_out_as_megatron_does(tmp_path):
     # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp", so an EP group inside DP stays on one node
     ms = to_case(RUNS["megascale_table2_175B_megascale_256gpu"]).scenario
-    assert [a.value for a in ms.layout.order] == ["tp", "cp", "dp", "pp"]
+    assert [a.value for a in ms.layout.order] == ["tp", "cp", "ep", "dp", "pp"]
     llama = to_case(RUNS["llama3_405b_table4_16384gpu_seq8192"]).scenario
     assert [a.value for a in llama.layout.order] == ["tp", "cp", "pp", "dp"]  # Llama 3 3.3.2 states its own
     run = copy.deepcopy(RUNS["megascale_table2_175B_megascale_256gpu"])
@@ -286,14 +291,14 @@ def test_megatrons_rank_order_wins_over_a_presets():
     # Megatron-Core lays it out; a stated order wins over both
     run = copy.deepcopy({r["id"]: r for r in load_runs(BRIDGE)}["mbridge_llama31_405b_h100_1024gpu_fp8"])
     run["model"]["name"] = "Llama 3 405B"
-    assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "dp", "pp"]
+    assert [a.value for a in to_case(run).scenario.layout.order] == ["tp", "cp", "ep", "dp", "pp"]
     run["layout"].update(order="tp-cp-pp-dp", embedding_in_pipeline_split="true", loss_in_pipeline_split="yes")
     sc = to_case(run).scenario
     assert [a.value for a in sc.layout.order] == ["tp", "cp", "pp", "dp"]
     assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
     run["layout"]["order"] = "tp-pp-dp"
     case = to_case(run)
-    assert [a.value for a in case.scenario.layout.order] == ["tp", "cp", "dp", "pp"]
+    assert [a.value for a in case.scenario.layout.order] == ["tp", "cp", "ep", "dp", "pp"]
     assert any("rank order not read" in a for a in case.assumptions)
 
 
@@ -444,12 +449,12 @@ def test_figure_lines_split_strong_scaling_series_by_batch_and_keep_weak_scaling
 
     rows, _ = validate()
     lines = {str(k): v for k, v in figure_series(rows).items()}
-    megascale = {k: v for k, v in lines.items() if k.startswith("MegaScale (GPT 175B")}
+    megascale = {k: v for k, v in lines.items() if k.startswith("MegaScale (MegaScale 175B")}
     assert sorted(len(v) for v in megascale.values()) == [4, 4] and len(megascale) == 2
     tokens = lambda r: r.case.scenario.global_batch_seqs * r.case.scenario.model.seq_len  # noqa: E731
     assert all(len({tokens(r) for r in v}) == 1 for v in megascale.values())
     # the 530B runs are weak scaling (the batch grows with the GPUs): one line each, three points
-    assert len(lines["MegaScale (GPT 530B)"]) == 3 and len(lines["Megatron-LM (GPT 530B)"]) == 3
+    assert len(lines["MegaScale (MegaScale 530B)"]) == 3 and len(lines["Megatron-LM (MegaScale 530B)"]) == 3
 
 
 @pytest.mark.parametrize(("stated", "kernel"), [
@@ -566,7 +571,7 @@ def test_a_run_that_states_a_different_hbm_gets_it_and_rounding_does_not_count()
     ("full activation checkpointing", "full"), ("selective", "selective"), (None, "none"),
 ])
 def test_recompute_modes_by_name(stated, mode):
-    run = copy.deepcopy(RUNS["llama3_405b_table4_8192gpu_seq8192"])
+    run = copy.deepcopy(RUNS["llama3_405b_table4_16384gpu_seq8192"])  # fits without recompute: none stays none
     run["layout"]["recompute"] = stated
     assert to_case(run).scenario.layout.recompute == mode
 
@@ -685,3 +690,17 @@ def test_validate_reports_progress_run_by_run():
     calls = []
     rows, _ = validate(progress=lambda done, total: calls.append((done, total)))
     assert calls == [(i, len(rows)) for i in range(1, len(rows) + 1)]  # once a run, the last at the end
+
+
+def test_explain_says_what_was_assumed_to_make_a_run_fit(tmp_path):
+    # a Megatron-LM run that states neither its optimizer sharding nor its recompute, and does not fit under
+    # Megatron-LM's defaults (DDP, no recompute): the options its framework offers, in order, each said
+    run = {"id": "big", "model": {"name": "Llama 3 70B", "seq_len": 8192}, "hardware": {"gpu": "H100"},
+           "num_gpus": 64, "layout": {"tp": 8, "pp": 1, "global_batch_seqs": 64, "framework": "Megatron-LM"},
+           "measured": {"tokens_per_s_per_gpu": 2000}}
+    out = CliRunner().invoke(app, ["validate", "--runs", _write(tmp_path, [run]), "--explain", "big"])
+    assert out.exit_code == 0, out.output
+    assert "DP sharding not stated: ddp (Megatron-LM's default" in out.output
+    assert "assumed: distributed optimizer (Megatron-LM arguments.py --use-distributed-optimizer" in out.output
+    assert "assumed: full recompute (Megatron-LM arguments.py --recompute-granularity full" in out.output
+    assert "measured 4.1 s (tokens_per_s_per_gpu)" in out.output  # 64 x 8,192 tokens / (2,000 x 64 GPUs)

@@ -10,12 +10,16 @@ published (``USABLE_HBM_BYTES``) and the catalog's ``hbm_bytes`` otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stepbudget.budget.memory import memory_per_gpu
+from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.derive import derive
-from stepbudget.validation.convert import Case
 
-__all__ = ["Fit", "USABLE_HBM_BYTES", "memory_fit", "usable_hbm_bytes"]
+if TYPE_CHECKING:  # convert.py asks scenario_fit before it makes a Case
+    from stepbudget.validation.convert import Case
+
+__all__ = ["Fit", "USABLE_HBM_BYTES", "memory_fit", "scenario_fit", "usable_hbm_bytes"]
 
 MIB = 2**20
 
@@ -59,10 +63,13 @@ class Fit:
         return self.predicted_peak_bytes <= self.hbm_bytes
 
 
+def scenario_fit(sc: Scenario) -> Fit:
+    """The memory of the busiest GPU of ``sc`` against its HBM."""
+    mem = memory_per_gpu(derive(sc))
+    gpu = sc.cluster.gpu
+    return Fit(float(mem.total), usable_hbm_bytes(gpu.name, gpu.hbm_bytes), int(mem.rank))
+
+
 def memory_fit(case: Case) -> Fit | None:
     """The memory of ``case``'s scenario against its GPU's HBM; None when the run has no scenario."""
-    if case.scenario is None:
-        return None
-    mem = memory_per_gpu(derive(case.scenario))
-    gpu = case.scenario.cluster.gpu
-    return Fit(float(mem.total), usable_hbm_bytes(gpu.name, gpu.hbm_bytes), int(mem.rank))
+    return None if case.scenario is None else scenario_fit(case.scenario)

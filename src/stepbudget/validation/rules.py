@@ -1,64 +1,78 @@
 """The conversion rules, one small function each, that ``convert.RULES`` applies to a run in order.
 
 Each is a ``convert.Rule``: it reads a few fields of the stated run (``stated.py``) and sets a few fields of the
-raw scenario. The sections follow ``RULES``: what every prediction needs and the preset a model's name picks;
+raw scenario. The sections follow ``RULES``: what every prediction needs and the catalog row a model's name finds;
 the model and the cluster; the degrees and the pipeline; batch, memory and precision; what the framework
 overlaps and how it sends; the measured step. The defaults they take are listed in ``convert.py``'s doc.
 """
 
 from __future__ import annotations
 
-import copy
 import re
+from typing import Any
 
 from stepbudget.inputs.layout import stated_rank_layers
-from stepbudget.inputs.scenario import raw_scenario
-from stepbudget.validation.runs import OVERLAP_DIMS, REQUIRED, overlap_dims
+from stepbudget.validation.runs import FSDP_FIELDS, OVERLAP_DIMS, REQUIRED, overlap_dims
 from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, NVLINK_PER_DIRECTION,
                                           RECOMPUTE_MODES, StatedRun, Unpredictable, attention_kernel_of,
-                                          catalog_row, flag_of, gpu_of, grad_reduce_precision, positions_of,
-                                          preset_for, stated_memory, text_of)
+                                          catalog_row, element_bytes_of, flag_of, gpu_of, grad_reduce_precision,
+                                          positions_of, stated_memory, text_of)
 
 SHAPE_FIELDS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads", "vocab": "vocab_size",
                 "seq_len": "seq_len"}
-"""A run's required model fields -> the scenario's model fields they set (and a preset or catalog row fills)."""
+"""A run's required model fields -> the scenario's model fields they set (a catalog row fills all but seq_len)."""
+
+MODEL_FIELDS = {**SHAPE_FIELDS, "kv_heads": "num_kv_heads", "head_dim": "head_dim", "ffn_hidden": "ffn_size",
+                "activation": "activation", "moe": "moe", "mtp_depth": "mtp_layers",
+                "tied_embeddings": "tied_embeddings", "position_embedding": "positions"}
+"""Every model field a run may state -> the scenario's model field it sets: what the run states wins over the row."""
+
+CATALOG = "catalog"
+"""The key that names a catalog row in a scenario's model section (inputs/complete.py fills the row's fields)."""
 
 
-# -- what every prediction needs, and the preset or catalog row a model's name picks ---------------------------
+# -- what every prediction needs, and the catalog row a model's name finds -------------------------------------
 
 def required(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    known = _named_model(str(r.model.get("name") or ""))
+    row = catalog_row(str(r.model.get("name") or ""))
+    known = row.model if row else {}  # a row's shape, never a training seq_len (inputs/catalog.py)
     missing = [f"{sec}.{name}" for sec, names in REQUIRED.items() for name in names
                if r.whole[sec].get(name) is None and not (sec == "model" and known.get(SHAPE_FIELDS[name]))]
+    if not _batch_stated(r.layout):
+        missing.append("layout.global_batch_seqs")
     if missing:
         raise Unpredictable(f"not stated in the source: {', '.join(missing)}")
-
-
-def _named_model(name: str) -> dict:
-    """The model section a run's model name brings: its preset's, else its catalog row's, else none."""
-    picked = preset_for(name)
-    if picked:
-        return dict(raw_scenario(picked).get("model") or {})
-    row = catalog_row(name)
-    return row.model if row else {}
-
-
-def preset(r: StatedRun, sc: dict, notes: list[str]) -> None:
     name = str(r.model.get("name", ""))
-    picked = preset_for(name)
-    if picked:  # it carries what the file leaves out (convert.py's doc); the rules below override it
-        sc.update(copy.deepcopy(raw_scenario(picked)))
-        notes.append(f"unstated fields from preset {picked}")
     sc.update(name=r.whole["id"], description=name, source=str((r.whole.get("source") or {}).get("document", "")))
 
 
 def catalog_model(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    if all(r.model.get(name) is not None for name in SHAPE_FIELDS):
-        return  # a run that states its shape is read as stated: the catalog never changes a complete run's prediction
-    row = catalog_row(str(r.model.get("name") or ""))  # None where a preset matched: it keeps precedence
-    if row:  # the row's shapes fill what the run leaves out; the rules below set the run's own numbers over them
-        sc["model"] = row.model
-        notes.append(f"model fields from the catalog row {row.key}")
+    row = catalog_row(str(r.model.get("name") or ""))
+    if row is None:
+        return
+    # the row fills every model field the run leaves unstated, and only those (inputs/complete.py ``_fill``)
+    sc.setdefault("model", {})[CATALOG] = row.key
+    stated = {field for name, field in MODEL_FIELDS.items() if r.model.get(name) is not None}
+    filled = sorted(k for k in row.model if k not in stated | {"name", "source"})
+    if filled:
+        notes.append(f"model fields the run leaves unstated from the catalog row {row.key}: {', '.join(filled)}")
+
+
+def _row_field(sc: dict, field: str) -> Any:
+    """The model ``field`` as the scenario will have it: set by a rule, else the catalog row's (which completion
+    fills in, inputs/complete.py), else None."""
+    model = sc.get("model", {})
+    if field in model:
+        return model[field]
+    row = catalog_row(model[CATALOG]) if model.get(CATALOG) else None
+    return row.model.get(field) if row else None
+
+
+def _from_row(sc: dict, field: str) -> bool:
+    """Whether the catalog row the model names gives ``field`` (rules leave it for completion to fill)."""
+    model = sc.get("model", {})
+    row = catalog_row(model[CATALOG]) if model.get(CATALOG) else None
+    return row is not None and field in row.model
 
 
 # -- the model and the cluster ---------------------------------------------------------------------------------
@@ -66,7 +80,7 @@ def catalog_model(r: StatedRun, sc: dict, notes: list[str]) -> None:
 def model_shape(r: StatedRun, sc: dict, notes: list[str]) -> None:
     m, model = r.model, sc.setdefault("model", {})
     model["name"] = str(m.get("name", "model"))
-    # each stated, or from the preset or catalog row (required() saw one of them has it)
+    # each stated, or from the catalog row (required() saw one of them has it)
     model.update({field: m[name] for name, field in SHAPE_FIELDS.items() if m.get(name) is not None})
     if m.get("kv_heads"):
         model["num_kv_heads"] = m["kv_heads"]
@@ -78,13 +92,15 @@ def ffn(r: StatedRun, sc: dict, notes: list[str]) -> None:
     m, model = r.model, sc.setdefault("model", {})
     if m.get("ffn_hidden"):
         model["ffn_size"] = m["ffn_hidden"]
-    elif "ffn_size" not in model:
+    elif not _from_row(sc, "ffn_size"):
         model["ffn_size"] = 4 * model["hidden_size"]
         notes.append("FFN width 4h (GPT) assumed")
-    if re.search(r"swiglu|geglu", text_of(m.get("activation"))):
-        model["activation"] = "swiglu"  # GeGLU: the same three matrices and FLOPs, another gate function
-    elif "activation" not in model:
+    stated = text_of(m.get("activation"))
+    if stated:  # a gated MLP has three matrices (SwiGLU; GeGLU: the same FLOPs, another gate), others two
+        model["activation"] = "swiglu" if re.search(r"swiglu|geglu|\bglu\b|gated", stated) else "gelu"
+    elif not _from_row(sc, "activation"):
         model["activation"] = "gelu"
+        notes.append("activation not stated: a two-matrix GeLU MLP")
 
 
 def moe(r: StatedRun, sc: dict, notes: list[str]) -> None:
@@ -92,7 +108,7 @@ def moe(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if not isinstance(m.get("moe"), dict):
         return
     mo = m["moe"]
-    out = sc.setdefault("model", {}).setdefault("moe", {})
+    out = sc.setdefault("model", {}).setdefault("moe", {})  # a catalog row's block fills what the run leaves out
     out.update({k: v for k, v in (("num_experts", mo.get("num_experts")), ("top_k", mo.get("top_k")),
                                   ("expert_ffn_size", mo.get("expert_ffn_hidden")),
                                   ("shared_experts", mo.get("shared_experts")),
@@ -122,7 +138,7 @@ def gpu_part(r: StatedRun, sc: dict, notes: list[str]) -> None:
     gpu = gpu_of(hw)
     if "ampere" in text_of(hw.get("gpu")) and "a100" not in text_of(hw.get("gpu")):
         notes.append("Ampere SKU not stated: A100 SXM 80GB")
-    # the operator model's rate, never the preset's measured one (convert.py's doc)
+    # the operator model's rate (convert.py's doc)
     sc.setdefault("cluster", {}).update(
         gpu=stated_memory(gpu, hw, notes), gpus=r.whole["num_gpus"], achieved_flops=None, achieved_fraction=None,
         rate_scope="kernel", nvlink_efficiency=NVLINK_BUSBW_SHARE, nic_efficiency=NIC_BUSBW_SHARE)
@@ -130,10 +146,10 @@ def gpu_part(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 def node(r: StatedRun, sc: dict, notes: list[str]) -> None:
     hw, cl = r.hardware, sc.setdefault("cluster", {})
-    cl["gpus_per_node"] = hw.get("gpus_per_node") or cl.get("gpus_per_node") or 8
+    cl["gpus_per_node"] = hw.get("gpus_per_node") or 8
     if hw.get("nvlink_bw_gbps"):
         cl["nvlink_Bps"] = f"{hw['nvlink_bw_gbps'] / 2}GB/s"  # the file's figure is the datasheet total
-    elif "nvlink_Bps" not in cl:
+    else:
         cl["nvlink_Bps"] = NVLINK_PER_DIRECTION[gpu_of(hw)]
 
 
@@ -142,12 +158,32 @@ def nic(r: StatedRun, sc: dict, notes: list[str]) -> None:
     g = cl["gpus_per_node"]  # one NIC per GPU
     if hw.get("nic_gbps_per_gpu"):
         cl.update(nics_per_node=g, nic_Bps=f"{hw['nic_gbps_per_gpu']}Gb/s")
-    elif "nic_Bps" not in cl:
+    else:
         cl.update(nics_per_node=g, nic_Bps="400Gb/s")
         notes.append("NIC not stated: 400 Gb/s per GPU")
 
 
 # -- degrees and the pipeline ----------------------------------------------------------------------------------
+
+def fsdp_degrees(lay: dict, rest: int) -> tuple[int, int] | None:
+    """(FSDP degree, pure-DP degree) of a run that states JAX-style sharding (``fsdp`` beside ``dp``, or MaxText's
+    ici/dcn FSDP and data degrees), None where it states none. ``rest`` is the GPUs over TP x CP x PP: the part a
+    run leaves out is what remains of it."""
+    if all(lay.get(name) is None for name in FSDP_FIELDS):
+        return None
+    # MaxText base.yml: the mesh's fsdp axis is ici_fsdp_parallelism x dcn_fsdp_parallelism, its data axis
+    # ici_data_parallelism x dcn_data_parallelism (each 1 where a run leaves it out)
+    fsdp = lay.get("fsdp") or (lay.get("ici_fsdp_parallelism") or 1) * (lay.get("dcn_fsdp_parallelism") or 1)
+    stated_dp = lay.get("dp") if isinstance(lay.get("dp"), int) else None
+    data = [lay.get("ici_data_parallelism"), lay.get("dcn_data_parallelism")]
+    if stated_dp is not None and lay.get("fsdp") is not None:
+        pure = stated_dp  # `fsdp: N` beside `dp: M`: M is the pure-DP part
+    elif any(d is not None for d in data):
+        pure = (data[0] or 1) * (data[1] or 1)
+    else:
+        pure = max(rest // fsdp, 1)
+    return fsdp, pure
+
 
 def degrees(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay = r.layout
@@ -156,13 +192,16 @@ def degrees(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if lay.get("sp_attention"):
         cp = lay["sp_attention"]  # MegaScale-MoE: attention split over the sequence on the EP ranks
         notes.append(f"SP attention {cp} as CP {cp}")
+    sharded = fsdp_degrees(lay, r.whole["num_gpus"] // (tp * cp * pp))
     dp = lay.get("dp")
-    if not isinstance(dp, int):
+    if sharded:
+        dp = sharded[0] * sharded[1]  # the data-parallel degree is FSDP x pure DP
+    elif not isinstance(dp, int):
         dp = r.whole["num_gpus"] // (tp * cp * pp)  # every GPU is in one TP x CP x PP x DP grid
         said = "not stated" if "dp" not in lay else "not a number in the source"
         notes.append(f"DP {said}: {dp} from the GPU count")
     ep = lay.get("ep") or 1
-    if r.model.get("moe") and not lay.get("ep"):
+    if (r.model.get("moe") or _row_field(sc, "moe")) and not lay.get("ep"):
         notes.append("EP not stated: experts sharded by TP")
     sc.setdefault("layout", {}).update(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep)
 
@@ -171,35 +210,21 @@ def cp_and_expert_kinds(r: StatedRun, sc: dict, notes: list[str]) -> None:
     sp_attention, out = r.layout.get("sp_attention"), sc.setdefault("layout", {})
     if out["cp"] > 1 and not sp_attention and r.megatron:
         out["cp_kind"] = "ring"  # Megatron-Core context parallelism: K,V blocks passed around a ring (P2P)
-    out.pop("expert_tp", None)  # a preset's expert TP belongs to its own layout
     if out["ep"] > 1 and not sp_attention:
         out["expert_tp"] = 1
 
 
-def schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    lay, out = r.layout, sc.setdefault("layout", {})
-    stated = text_of(lay.get("schedule"))
-    v = lay.get("virtual_pipeline_chunks_per_rank")
-    if "dualpipe" in stated:
-        out.update(schedule="dualpipe", virtual_stages=1)
-    elif (v or 1) > 1 or "interleaved" in stated:
-        # unstated depth: the preset's, else the shallowest interleaving (v >= 2) the stages' layers divide into
-        shallowest = _shallowest_depth(_stage_counts(lay, sc["model"]["num_layers"], lay["pp"]), lay)
-        out.update(schedule="interleaved-1f1b", virtual_stages=v or out.get("virtual_stages", shallowest))
-        if not v:
-            notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
-    else:
-        out.update(schedule="1f1b", virtual_stages=1)
-
-
-def _stage_counts(lay: dict, layers: int, pp: int) -> list[int]:
-    """Layers per pipeline rank as the run splits them (an even split, or its uneven first/last or per-stage
-    counts: inputs/layout.py ``stated_rank_layers``), [] where they do not split into whole layers."""
+def _stage_counts(lay: dict, layers: int, pp: int, slots: tuple[bool, bool] = (False, False)) -> list[int]:
+    """Layer slots per pipeline rank as the run splits them (an even split of the layers and the embedding and
+    loss slots the run counts, or its uneven first/last or per-stage counts: inputs/layout.py
+    ``stated_rank_layers``), [] where they do not split into whole slots."""
     first, last, listed = _uneven_split(lay)
     if isinstance(listed, list):
         listed = [n for n in listed if isinstance(n, int)]
         return list(stated_rank_layers(layers, pp, None, None, listed)) if listed else []
     first, last = (n if isinstance(n, int) else None for n in (first, last))
+    if first is None and last is None:
+        layers += sum(slots)  # Megatron's --account-for-embedding/loss-in-pipeline-split: one slot each
     ranks = pp - (first is not None) - (last is not None)
     rest = layers - (first or 0) - (last or 0)
     if rest < 0 or (ranks and rest % ranks) or (not ranks and rest):
@@ -208,7 +233,7 @@ def _stage_counts(lay: dict, layers: int, pp: int) -> list[int]:
 
 
 def _shallowest_depth(counts: list[int], lay: dict) -> int:
-    """The fewest chunks per rank (>= 2) every rank's layers divide into; a per-stage list of pp*v entries
+    """The fewest chunks per rank (>= 2) every rank's slots divide into; a per-stage list of pp*v entries
     says v itself; 2 where nothing divides."""
     listed = _uneven_split(lay)[2]
     if isinstance(listed, list) and len(listed) > lay["pp"] and len(listed) % lay["pp"] == 0:
@@ -229,10 +254,8 @@ def _uneven_split(lay: dict) -> tuple[object, object, object]:
 def stage_layers(r: StatedRun, sc: dict, notes: list[str]) -> None:
     first, last, listed = _uneven_split(r.layout)
     if first is None and last is None and listed is None:
-        return  # an even split, or the preset's own
+        return  # an even split
     out = sc.setdefault("layout", {})
-    for name in ("first_stage_layers", "last_stage_layers", "stage_layers"):
-        out.pop(name, None)  # a preset's split belongs to its own layout
     out.update({k: v for k, v in (("first_stage_layers", first), ("last_stage_layers", last),
                                   ("stage_layers", listed)) if v is not None})
     for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
@@ -240,11 +263,57 @@ def stage_layers(r: StatedRun, sc: dict, notes: list[str]) -> None:
             out[split] = False
 
 
+SPLIT_NAMES = {"embedding_in_pipeline_split": "account_for_embedding_in_pipeline_split",
+               "loss_in_pipeline_split": "account_for_loss_in_pipeline_split"}
+"""The scenario's pipeline-slot flags -> Megatron-LM's names for them (arguments.py
+``--account-for-embedding-in-pipeline-split``, ``--account-for-loss-in-pipeline-split``); a run may use either."""
+
+
+def _pipeline_slots(lay: dict) -> tuple[bool, bool]:
+    """Whether the run counts the embedding and the loss as a layer slot each (either name)."""
+    return tuple(flag_of(lay[name] if lay.get(name) is not None else lay.get(megatron))  # type: ignore[return-value]
+                 for name, megatron in SPLIT_NAMES.items())
+
+
 def pipeline_split(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    out = sc.setdefault("layout", {})
-    for split in ("embedding_in_pipeline_split", "loss_in_pipeline_split"):
-        if r.layout.get(split) is not None:
-            out[split] = flag_of(r.layout[split])
+    lay, out = r.layout, sc.setdefault("layout", {})
+    said = False
+    for split, megatron in SPLIT_NAMES.items():
+        stated = lay.get(split) if lay.get(split) is not None else lay.get(megatron)
+        if stated is not None:
+            out[split] = flag_of(stated)
+            said = True
+    if said or any(n is not None for n in _uneven_split(lay)):
+        return
+    # unstated: where the layers (with MTP) do not split over the stages but do once the embedding and the loss
+    # take a slot each, the run split them that way (Megatron-LM --account-for-embedding/loss-in-pipeline-split)
+    slots, stages = _layer_slots(r, sc), lay["pp"] * (lay.get("virtual_pipeline_chunks_per_rank") or 1)
+    if slots % stages and not (slots + 2) % stages:
+        out.update(embedding_in_pipeline_split=True, loss_in_pipeline_split=True)
+        notes.append(f"pipeline split not stated: {slots} layers split over {stages} stages once the embedding and "
+                     "the loss take a slot each")
+
+
+def _layer_slots(r: StatedRun, sc: dict) -> int:
+    """The transformer and MTP layers the pipeline splits (each as stated, else the catalog row's)."""
+    return int(_row_field(sc, "num_layers") or 0) + int(_row_field(sc, "mtp_layers") or 0)
+
+
+def schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    lay, out = r.layout, sc.setdefault("layout", {})
+    stated = text_of(lay.get("schedule"))
+    v = lay.get("virtual_pipeline_chunks_per_rank")
+    if "dualpipe" in stated:
+        out.update(schedule="dualpipe", virtual_stages=1)
+    elif (v or 1) > 1 or "interleaved" in stated:
+        # unstated depth: the shallowest interleaving (v >= 2) the stages' layer slots divide into
+        slots = (bool(out.get("embedding_in_pipeline_split")), bool(out.get("loss_in_pipeline_split")))
+        counts = _stage_counts(lay, _layer_slots(r, sc), lay["pp"], slots)
+        out.update(schedule="interleaved-1f1b", virtual_stages=v or _shallowest_depth(counts, lay))
+        if not v:
+            notes.append(f"interleaving depth not stated: v = {out['virtual_stages']}")
+    else:
+        out.update(schedule="1f1b", virtual_stages=1)
 
 
 # -- batch, memory, rank order and precision -------------------------------------------------------------------
@@ -253,7 +322,7 @@ def micro_batch(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
     if lay.get("micro_batch"):
         out["micro_batch"] = lay["micro_batch"]
-    elif "micro_batch" not in out:
+    else:
         out["micro_batch"] = 1
         notes.append("micro-batch not stated: 1")
 
@@ -283,40 +352,112 @@ def compiled(r: StatedRun, sc: dict, notes: list[str]) -> None:
         sc.setdefault("layout", {})["compiled"] = True  # Inductor's partitioner recomputes pointwise results
 
 
+def stated_dp_kind(lay: dict) -> str | None:
+    """The DP sharding a run's ``zero_stage``/``dp_type`` text names (``DP_KINDS``), else FSDP where it states
+    JAX-style FSDP degrees, else None."""
+    zero = (text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))).strip()
+    kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero)), None)
+    if kind is None and any(lay.get(name) is not None for name in FSDP_FIELDS):
+        kind = "fsdp"
+    return kind
+
+
 def dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
-    zero = text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))
-    kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero.strip())), None)
-    if kind:
-        out["dp_kind"] = kind
-    elif zero.strip():
-        notes.append(f"zero_stage not read ({zero.strip()[:40]!r}): {out.get('dp_kind', 'zero1')}")
+    zero = (text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))).strip()
+    kind = stated_dp_kind(lay)
+    if kind is None:
+        family = r.family
+        kind = family.dp_default
+        said = f"not read ({zero[:40]!r})" if zero else "not stated"
+        notes.append(f"DP sharding {said}: {kind} ({family.dp_default_source})")
+    out["dp_kind"] = kind
     if kind == "fsdp":
         out["reshard_after_forward"] = "not resharded" not in zero
+    sharded = fsdp_degrees(lay, r.whole["num_gpus"] // (out["tp"] * out["cp"] * out["pp"]))
+    if sharded and lay.get("dp_replicas") is None:
+        fsdp, pure = sharded
+        if fsdp == 1:
+            out["dp_kind"] = "ddp"  # no FSDP axis: every rank keeps the whole state
+        elif pure > 1:
+            out["dp_replicas"] = pure  # sharded over the FSDP axis, replicated over the data axis (HSDP)
     if lay.get("dp_replicas") is not None:
         out["dp_replicas"] = lay["dp_replicas"]  # HSDP: sharded inside each group, replicated across them
+
+
+_AXIS = r"\b(?:tp|cp|ep|pp|dp)\b"
 
 
 def rank_order(r: StatedRun, sc: dict, notes: list[str]) -> None:
     out = sc.setdefault("layout", {})
     stated = r.layout.get("order")
-    order = re.findall(r"\b(tp|cp|pp|dp)\b", text_of(stated))
-    if sorted(order) == ["cp", "dp", "pp", "tp"]:
-        out["order"] = order
+    # the first run of axis names, innermost first ("tp-cp-ep-dp-pp", "[TP, CP, PP, DP]"); words after it are prose
+    listed = re.search(rf"{_AXIS}(?:[\s,>/\[\]-]+{_AXIS})*", text_of(stated))
+    named = re.findall(_AXIS, listed.group(0)) if listed else []
+    # ep is optional: EP's ranks are carved from the TP x CP x DP ranks where the order puts it (inputs/layout.py
+    # checks it sits next to dp); an order without it puts it right inside dp
+    if sorted(a for a in named if a != "ep") == ["cp", "dp", "pp", "tp"] and named.count("ep") <= 1:
+        out["order"] = named
         return
     if stated:
-        notes.append("rank order not read: name tp, cp, pp and dp once each")
-    if r.megatron:  # the framework's layout, not the preset's cluster
-        out["order"] = ["tp", "cp", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
+        notes.append("rank order not read: name tp, cp, pp and dp once each (ep at most once)")
+    if r.megatron:  # the framework's layout
+        out["order"] = ["tp", "cp", "ep", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
+
+
+def _batch_stated(lay: dict) -> bool:
+    tokens = lay.get("global_batch_tokens")
+    return bool(lay.get("global_batch_seqs") or (isinstance(tokens, int) and not isinstance(tokens, bool))
+                or lay.get("batch_size_per_dp") or lay.get("batch_size_per_gpu")
+                or (lay.get("micro_batch") and lay.get("grad_accum")))
 
 
 def batch(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    sc["batch"] = {"global_batch_seqs": r.layout["global_batch_seqs"]}  # replaces a preset's, in tokens or not
+    """The global batch in sequences: as printed, else the tokens over the sequence length, else the local batch
+    times the data-parallel degree (times the gradient accumulation steps where stated)."""
+    lay, out = r.layout, sc["layout"]
+    seq_len, dp = r.model.get("seq_len"), out["dp"]
+    tokens = lay.get("global_batch_tokens")
+    if lay.get("global_batch_seqs"):
+        seqs = lay["global_batch_seqs"]
+    elif isinstance(tokens, int) and seq_len:
+        if tokens % seq_len:
+            raise Unpredictable(f"layout.global_batch_tokens: {tokens:,} tokens is not a whole number of "
+                                f"{seq_len:,}-token sequences")
+        seqs = tokens // seq_len
+        notes.append(f"global batch {seqs:,} sequences from global_batch_tokens")
+    elif lay.get("batch_size_per_dp"):
+        seqs = lay["batch_size_per_dp"] * dp  # per DP replica (Llama 3 Table 4's "Batch size/DP")
+        notes.append(f"global batch {seqs:,} sequences: batch_size_per_dp x DP {dp}")
+    elif lay.get("batch_size_per_gpu"):
+        # what each data-parallel rank takes per micro-step (fms-fsdp's batch_size, MaxText's per_device_batch_size
+        # with TP 1), times the accumulation steps where the source states them
+        accum = lay.get("grad_accum") or 1
+        seqs = lay["batch_size_per_gpu"] * accum * dp
+        notes.append(f"global batch {seqs:,} sequences: batch_size_per_gpu x grad_accum {accum} x DP {dp}")
+    else:
+        seqs = lay["micro_batch"] * lay["grad_accum"] * dp  # per-rank micro-batch x accumulation x DP
+        notes.append(f"global batch {seqs:,} sequences: micro_batch x grad_accum x DP {dp}")
+    sc["batch"] = {"global_batch_seqs": seqs}
 
 
 def gemm_precision(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if "fp8" in text_of(r.layout.get("precision")):
         sc.setdefault("precision", {})["gemm"] = "fp8"
+
+
+def tensor_precisions(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    """The precisions a run states for the MoE dispatch and combine, the activations saved for backward and the
+    optimizer's moments (DeepSeek-V3 3.3: FP8 dispatch with 1x128 scales, BF16 combine, FP8-cached activations,
+    BF16 AdamW moments); unstated, each stays the scenario's default (BF16; FP32 moments)."""
+    lay, out = r.layout, sc.setdefault("precision", {})
+    for name, field in (("dispatch_precision", "dispatch"), ("combine_precision", "combine"),
+                        ("saved_activations_precision", "saved_activations")):
+        if lay.get(name) is not None:
+            out[field] = element_bytes_of(lay[name])  # runs.py checked it names one precision
+    moments = element_bytes_of(lay.get("optimizer_moments")) if lay.get("optimizer_moments") is not None else None
+    if moments is not None:
+        out["optimizer_bytes"] = 4 + 2 * moments  # FP32 master weights and Adam's two moments (ZeRO's K)
 
 
 def grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
@@ -329,7 +470,7 @@ def grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
         # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
         # whose optimizer reduces in BF16 says that (NeMo's distributed_fused_adam, grad_sync_dtype: bf16)
         sc.setdefault("precision", {})["grads"] = "fp32"
-    elif reduce == "bf16":  # stated: whatever a preset's framework reduced in
+    elif reduce == "bf16":
         sc.setdefault("precision", {})["grads"] = "bf16"
 
 
@@ -398,4 +539,4 @@ def comm_sms(r: StatedRun, sc: dict, notes: list[str]) -> None:
 # -- the measured step -----------------------------------------------------------------------------------------
 
 def flops_convention(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    sc["flops"] = {"convention": r.convention}  # the source's own count turns its MFU or TFLOP/s into a step
+    sc["flops"] = {"convention": r.convention}  # the run's own count turns its MFU or TFLOP/s into a step

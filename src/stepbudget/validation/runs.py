@@ -9,6 +9,7 @@ read raises ``RunError`` naming the run's id and the field.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -19,14 +20,33 @@ import yaml
 from stepbudget.inputs.documents import plain, read_yaml
 from stepbudget.inputs.files import read_text
 from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.validation.stated import CONVENTIONS, element_bytes_of, text_of
 
 SHIPPED = "published_runs.yaml"
 
-# model.* and layout.* fields a prediction cannot do without, with their expected type
+# model.* and layout.* fields a prediction cannot do without, each a positive integer where given: the model's
+# catalog row may give the model's shape (never its seq_len); the global batch is read by rules.batch, from
+# global_batch_seqs, global_batch_tokens or a local batch (BATCH_FIELDS)
 REQUIRED = {
     "model": ("layers", "hidden", "heads", "vocab", "seq_len"),
-    "layout": ("tp", "pp", "global_batch_seqs"),
+    "layout": ("tp", "pp"),
 }
+
+BATCH_FIELDS = ("global_batch_seqs", "global_batch_tokens", "batch_size_per_dp", "batch_size_per_gpu", "micro_batch",
+                "grad_accum")
+"""The layout fields a run's global batch is read from (rules.batch), in the order they are tried."""
+
+MEASURED_FIGURES = ("step_time_s", "tokens_per_s_per_gpu", "tokens_per_s", "samples_per_s", "tflops_per_gpu",
+                    "mfu_pct")
+"""What a run's ``measured`` section may print for one step, in the order preferred (validation/measured.py)."""
+
+FSDP_FIELDS = ("fsdp", "ici_fsdp_parallelism", "dcn_fsdp_parallelism", "ici_data_parallelism",
+               "dcn_data_parallelism")
+"""JAX (MaxText) sharding degrees a run may state: FSDP over ici x dcn FSDP, pure DP over ici x dcn data."""
+
+PRECISION_FIELDS = ("dispatch_precision", "combine_precision", "saved_activations_precision",
+                    "optimizer_moments")
+"""Optional layout fields naming a tensor's precision (fp32, bf16, fp16, fp8; or bytes per element)."""
 
 
 # optional fields the conversion reads as numbers: (section, field, integer?)
@@ -38,7 +58,12 @@ _NUMBERS = (
     ("hardware", "hbm_gb", False), ("hardware", "hbm_bw_tbps", False), ("layout", "dp_replicas", True),
     ("layout", "cp", True), ("layout", "ep", True), ("layout", "sp_attention", True),
     ("layout", "virtual_pipeline_chunks_per_rank", True), ("layout", "micro_batch", True),
+    ("layout", "global_batch_seqs", True), ("layout", "batch_size_per_dp", True),
+    ("layout", "batch_size_per_gpu", True), ("layout", "grad_accum", True),
+    *(("layout", name, True) for name in FSDP_FIELDS),
     ("measured", "step_time_s", False), ("measured", "tflops_per_gpu", False),
+    ("measured", "tokens_per_s_per_gpu", False), ("measured", "tokens_per_s", False),
+    ("measured", "samples_per_s", False), ("measured", "peak_tflops", False),
     ("measured", "tflops_per_gpu_causal", False), ("measured", "tflops_per_gpu_noncausal", False),
     ("measured", "mfu_pct", False), ("measured", "mfu_pct_causal", False), ("measured", "mfu_pct_noncausal", False),
 )
@@ -163,7 +188,7 @@ def _check_sections(run: dict, rid: str) -> None:
     if not isinstance(run.get("hardware"), dict) or not isinstance(run["hardware"].get("gpu"), str):
         raise RunError(f"run {rid}: hardware.gpu: missing; name the GPU (e.g. 'NVIDIA H100 SXM')")
     if not isinstance(run.get("measured"), dict):
-        raise RunError(f"run {rid}: measured: missing; give step_time_s, tflops_per_gpu or mfu_pct")
+        raise RunError(f"run {rid}: measured: missing; give one of {', '.join(MEASURED_FIGURES)}")
     if run.get("source") is not None and not isinstance(run["source"], dict):
         raise RunError(f"run {rid}: source: expected a mapping (document, locator), got {run['source']!r}")
 
@@ -180,6 +205,33 @@ def _check_numbers(run: dict, rid: str) -> None:
     dp = run["layout"].get("dp")
     if not isinstance(dp, str):  # a number, or text the conversion reads
         _number(rid, "layout.dp", dp, True)
+    tokens = run["layout"].get("global_batch_tokens")
+    if not isinstance(tokens, str):  # a number, or text as a table prints it ("16M (table)"), which is not read
+        _number(rid, "layout.global_batch_tokens", tokens, True)
+
+
+def _check_words(run: dict, rid: str) -> None:
+    """Fields read as one of a few words: the FLOP convention, yes/no flags, precisions."""
+    meas, lay = run["measured"], run["layout"]
+    convention = meas.get("flops_convention")
+    if convention is not None and str(convention).strip().lower() not in {c.lower() for c in CONVENTIONS}:
+        raise RunError(f"run {rid}: measured.flops_convention: {convention!r} is not a FLOP count the tool knows; "
+                       f"give one of {', '.join(CONVENTIONS)}")
+    for section, name in _FLAGS:
+        value = run[section].get(name)
+        if value is not None and not isinstance(value, bool) and not re.match(_YES_NO, text_of(value)):
+            raise RunError(f"run {rid}: {section}.{name}: {value!r} is not yes or no; give true or false")
+    for name in PRECISION_FIELDS:
+        if lay.get(name) is not None and element_bytes_of(lay[name]) is None:
+            raise RunError(f"run {rid}: layout.{name}: {lay[name]!r} names no precision; give fp32, bf16, fp16 or "
+                           "fp8 (or bytes per element)")
+
+
+_YES_NO = r"\s*(true|false|yes|no|1|0)(?![a-z0-9])"
+"""A yes/no field: the word first, where the source says it after it ("true (3.3.2: ...)")."""
+_FLAGS = (("measured", "flops_with_recompute"), ("layout", "embedding_in_pipeline_split"),
+          ("layout", "loss_in_pipeline_split"), ("layout", "account_for_embedding_in_pipeline_split"),
+          ("layout", "account_for_loss_in_pipeline_split"))
 
 
 def _check_overlap(run: dict, rid: str) -> None:
@@ -192,7 +244,7 @@ def _check_overlap(run: dict, rid: str) -> None:
 
 
 _CHECKS: tuple[Callable[[dict, str], None], ...] = (
-    _check_gpus, _check_required, _check_sections, _check_numbers, _check_overlap)
+    _check_gpus, _check_required, _check_sections, _check_numbers, _check_words, _check_overlap)
 """What ``check_run`` checks once the run has an id, in order: each raises RunError naming the field. The
 sections are mappings once ``_check_required`` and ``_check_sections`` pass, so the later checks index them."""
 

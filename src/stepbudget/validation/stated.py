@@ -1,8 +1,10 @@
 """A published run as the conversion rules read it: the stated-run record, the tables and the text readers.
 
 ``StatedRun`` wraps one checked run of a runs file. The tables say what the sources leave unsaid: each
-source's FLOP convention, the frameworks built on Megatron-LM, the share of line rate NCCL reaches, the
-NVLink rate per GPU, and the words a runs file uses for recompute, ZeRO stages and positions. The readers
+source's FLOP convention (where a run does not state its own), the frameworks built on Megatron-LM, the share
+of line rate NCCL reaches, the NVLink rate per GPU, and the words a runs file uses for recompute, ZeRO stages,
+positions and precisions. A model's name finds its row in the model catalog only (``catalog_row``): no preset's
+cluster, layout or precisions ever reach a run. The readers
 turn a field's free text into the model's choice (``grad_reduce_precision``, ``positions_of``) and raise
 ``Unpredictable`` where a run names what the tool does not know. Nothing here writes a scenario; the rules
 (``rules.py``) do.
@@ -10,14 +12,13 @@ turn a field's free text into the model's choice (``grad_reduce_precision``, ``p
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
 from stepbudget.inputs import catalog
 from stepbudget.inputs.hardware import named_gpu
-from stepbudget.inputs.scenario import preset_names, raw_scenario
 from stepbudget.units import parse
+from stepbudget.validation.families import Family, family_of
 
 MFU_CONVENTION = {
     "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
@@ -32,9 +33,12 @@ MFU_CONVENTION = {
     "torchtitan": "noncausal",  # train.py: 6 N + 12 L h s per token, the full score matrix
     "GLM-130B": "noncausal",  # GLM-130B 2.3: PaLM's MFU, 6N + 12 L h s per token
     # Narayanan et al. 2021 is left out on purpose: its Eq. 3 (96 B s l h^2 ...) also counts the recompute
-    # pass, which no convention here does; a run from it states its step (examples/megatron_a100_runs.yaml)
+    # pass; a run from it states measured.flops_convention: noncausal with flops_with_recompute: true
 }
-"""FLOP convention of each source's MFU and TFLOP/s figures."""
+"""FLOP convention of each source's MFU and TFLOP/s figures, where a run does not state ``flops_convention``."""
+
+CONVENTIONS = ("6N", "causal", "noncausal")
+"""The FLOP counts a run's ``measured.flops_convention`` may name (plan/flops.py ``model_counts``)."""
 
 MEGATRON_FAMILY = ("megatron", "megascale", "nemo")
 """Frameworks built on Megatron-LM: ranks are laid out TP innermost, then CP, EP/DP, and PP outermost."""
@@ -53,9 +57,10 @@ RECOMPUTE_MODES = (
 """A runs file's ``recompute`` text -> the model's mode: the first pattern that matches, else none."""
 
 DP_KINDS = (
+    (r"no.?shard", "ddp"),  # PyTorch FSDP's NO_SHARD strategy is DDP
     (r"shard.?grad.?op", "zero2"),  # PyTorch FSDP's ZeRO-2: gradients and optimizer state sharded
     (r"fsdp|full.?shard", "fsdp"),
-    (r"\b(none|ddp)\b", "ddp"),  # every DP rank keeps whole optimizer state: gradients all-reduced
+    (r"\b(none|ddp)\b|^0\b|zero.?(stage.?)?0\b", "ddp"),  # whole optimizer state on every DP rank (ZeRO stage 0)
     (r"zero.?(stage.?)?3|^3\b", "zero3"),
     (r"distributed.?optimizer|zero.?(stage.?)?1|^1\b", "zero1"),
     (r"zero.?(stage.?)?2|^2\b", "zero2"),
@@ -91,8 +96,9 @@ def text_of(value) -> str:
 
 
 def flag_of(value) -> bool:
-    """A yes/no field as a runs file may write it (true, "false", 0)."""
-    return value if isinstance(value, bool) else text_of(value) in ("true", "yes", "1")
+    """A yes/no field as a runs file may write it (true, "false", 0), or text that opens with the word and says
+    where the source states it ("true (3.3.2: ...)")."""
+    return value if isinstance(value, bool) else bool(re.match(r"\s*(true|yes|1)(?![a-z0-9])", text_of(value)))
 
 
 class Unpredictable(Exception):
@@ -133,9 +139,23 @@ class StatedRun:
         return any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
 
     @property
+    def family(self) -> Family:
+        """The framework family whose defaults and memory options the run takes (validation/families.py)."""
+        return family_of(self.framework)
+
+    @property
     def convention(self) -> str:
-        """The FLOP count the source's MFU and TFLOP/s figures use (``MFU_CONVENTION``)."""
+        """The FLOP count the run's MFU and TFLOP/s figures use: its ``measured.flops_convention``, else its
+        source's (``MFU_CONVENTION``), else the causal count."""
+        stated = self.measured.get("flops_convention")
+        if stated is not None:  # one of CONVENTIONS in any case (runs.py checked it)
+            return next(c for c in CONVENTIONS if c.lower() == str(stated).strip().lower())
         return MFU_CONVENTION.get(self.source, "causal")
+
+    @property
+    def convention_stated(self) -> bool:
+        """Whether the run or its source (``MFU_CONVENTION``) says which FLOP count its figures use."""
+        return self.measured.get("flops_convention") is not None or self.source in MFU_CONVENTION
 
 
 def positions_of(value) -> str | None:
@@ -156,31 +176,10 @@ def source_of(run: dict) -> str:
     return known(run["id"]) or "other"
 
 
-@functools.cache
-def _preset_models() -> dict[str, str]:
-    """Lower-case model name -> the first preset with that model (presets are read once)."""
-    out: dict[str, str] = {}
-    for preset in preset_names():
-        name = str(raw_scenario(preset).get("model", {}).get("name", "")).lower()
-        if name:
-            out.setdefault(name, preset)
-    return out
-
-
-def preset_for(model_name: str) -> str | None:
-    """The preset whose model a run's model name names (GPT-3 175B without one: MegaScale's), else None."""
-    name = model_name.lower().replace(" moe", "")
-    if name in ("gpt 175b", "gpt-3 175b"):
-        return _preset_models().get(name, "megascale-175b")
-    return _preset_models().get(name)
-
-
 def catalog_row(model_name: str) -> catalog.Entry | None:
-    """The catalog row a run's model name finds (any case or punctuation) when no preset does, else None: a
-    preset keeps precedence, as it carries what the runs file leaves out beyond the model's shapes."""
-    if not model_name.strip() or preset_for(model_name):
-        return None
-    return catalog.lookup(model_name)
+    """The catalog row a run's model name finds (``catalog.lookup``: any case or punctuation, a parenthetical note
+    or an appended size left out), else None. The row is the one place a name's knowledge comes from."""
+    return catalog.lookup(model_name) if model_name.strip() else None
 
 
 def _gpu(text: str) -> str | None:
@@ -250,3 +249,24 @@ def grad_reduce_precision(value) -> str | None:
     words = re.findall(r"(?<![a-z0-9])(fp32|float32|bf16|bfloat16)(?![a-z0-9])", text.replace("_", " "))
     named = {_PRECISION_WORDS[w] for w in words}
     return named.pop() if len(named) == 1 else None
+
+
+_PRECISION_BYTES = ((r"fp32|float32", 4.0), (r"bf16|bfloat16|fp16|float16", 2.0), (r"fp8|e4m3|e5m2", 1.0))
+"""Words of a precision field -> bytes per element (inputs/_types.py's names, with their spellings)."""
+_TILE_SCALE = r"1\s*x\s*(\d+)"
+"""A tile of fine-grained scaling, "1x128": one FP32 scale per 128 elements (DeepSeek-V3 3.3.2)."""
+
+
+def element_bytes_of(value) -> float | None:
+    """Bytes per element of the precision a precision field names first (a number is taken as bytes): 4 for FP32,
+    2 for BF16 or FP16, 1 for FP8, plus 4/N for one FP32 scale per N elements where the text names its tiles
+    ("fp8 with 1x128 scales"); None when it names none."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = text_of(value)
+    found = [(m.start(), size) for pattern, size in _PRECISION_BYTES
+             for m in [re.search(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])", text)] if m]
+    if not found:
+        return None
+    tile = re.search(_TILE_SCALE, text) if "scal" in text else None
+    return min(found)[1] + (4 / int(tile.group(1)) if tile and int(tile.group(1)) > 0 else 0.0)

@@ -44,7 +44,8 @@ def _run_dict(r: Row) -> dict:
             "memory_peak_bytes": r.memory.predicted_peak_bytes if r.memory else None,
             "memory_hbm_bytes": r.memory.hbm_bytes if r.memory else None,
             "fits": r.memory.fits if r.memory else None,
-            "skipped": r.case.reason, "assumptions": r.case.assumptions}
+            "skipped": r.case.reason, "assumptions": r.case.assumptions,
+            "measured_figures": [{"figure": how, "step_s": step} for step, how in r.case.measured_figures]}
 
 
 def explain_dict(r: Row, budget_doc: dict) -> dict:
@@ -61,6 +62,9 @@ def explain_lines(r: Row) -> list[str]:
     predicted = fmt_time(r.predicted_step_s) if r.predicted_step_s is not None else "-"
     lines = [f"[bold]{c.id}[/bold] ({c.source}, {c.gpus:,} GPUs, {c.framework or 'framework not stated'}): "
              f"measured {measured}{how}, predicted {predicted}, error {_pct(r.error, signed=True)}"]
+    if len(c.measured_figures) > 1:
+        lines.append("Each figure the source prints, as a step: " + "; ".join(
+            f"{how.split()[0]} {fmt_time(step)}" for step, how in c.measured_figures))
     if c.assumptions:
         lines.append("Assumed where the source is silent:")
         lines += [f"  {a}" for a in c.assumptions]
@@ -95,7 +99,8 @@ def runs_table(rows: list[Row], profile: str | None = None) -> Table:
         t.add_row(r.case.id, f"{r.case.gpus:,}", _time(r.case.measured_step_s) + derived, _time(r.predicted_step_s),
                   _styled(error), *calibrated, _pct(r.case.measured_mfu), _pct(r.predicted_mfu), _hbm(r))
     if any(r.case.measured_from != "step_time_s" for r, _ in shown):
-        t.caption = "* measured step derived from the source's TFLOP/s or MFU with its FLOP convention"
+        t.caption = ("* measured step derived from the source's throughput, or its TFLOP/s or MFU with its FLOP "
+                     "convention")
         t.caption_justify = "left"
     return t
 
@@ -108,11 +113,13 @@ def _hbm(r: Row) -> Text:
 
 
 def memory_lines(rows: list[Row]) -> list[str]:
-    """The runs predicted not to fit their GPU: each ran, so each is a memory-model error."""
+    """The runs predicted not to fit their GPU even with what their framework offers where they are silent (the
+    conversion assumed it): each ran, so each is a memory-model error."""
     over = [r for r in rows if r.memory is not None and not r.memory.fits]
     if not over:
         return []
-    return [f"[bold]Predicted not to fit ({len(over)}; each ran, so each is a memory-model error)[/bold]",
+    return [f"[bold]Predicted not to fit ({len(over)}; each ran, with what it states and what its framework offers "
+            "where it is silent, so each is a memory-model error)[/bold]",
             *(f"  {r.case.id}: {r.memory.predicted_peak_bytes / 1e9:.1f} GB of {r.memory.hbm_bytes / 1e9:.1f} GB"
               for r in over if r.memory)]
 
