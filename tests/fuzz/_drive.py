@@ -346,13 +346,14 @@ def problems(o: Outcome, echo: tuple[str, ...] = ()) -> list[str]:
         if "Traceback" in text:
             found.append(f"a traceback on {stream}")
     lines = o.stderr.splitlines()
-    if o.code == 2:
-        if len(lines) != 1:
-            found.append(f"{len(lines)} lines on stderr, not one")
-        elif not lines[0].startswith(ERROR_PREFIX):
-            found.append(f"the stderr line does not start {ERROR_PREFIX!r}")
-        elif (why := naming_problem(lines[0].removeprefix(ERROR_PREFIX), typed_names(o.argv))) is not None:
-            found.append(why)
+    if o.code == 2:  # one line per problem, every one naming what is wrong (a scenario's are all named at once)
+        if not lines:
+            found.append("no line on stderr")
+        for line in lines:
+            if not line.startswith(ERROR_PREFIX):
+                found.append(f"a stderr line does not start {ERROR_PREFIX!r}")
+            elif (why := naming_problem(line.removeprefix(ERROR_PREFIX), typed_names(o.argv))) is not None:
+                found.append(why)
     elif o.code == 0 and any(not line.startswith("stepbudget") for line in lines):
         found.append("a line on stderr that is not stepbudget's own (a warning, a library's message)")
     # a --set value is echoed when it is text (--set name=NaN titles the tables "NaN"); a number field refuses it

@@ -14,7 +14,7 @@ from stepbudget.inputs import catalog
 from stepbudget.inputs.catalog import DEFAULT_TOLERANCE, lookup, names, normalize, resolve
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.model import Model
-from stepbudget.inputs.scenario import load
+from stepbudget.inputs.scenario import build, load
 from stepbudget.plan.flops import model_counts
 from stepbudget.views.models import models_dict, models_table
 
@@ -155,17 +155,23 @@ def test_a_scenario_names_a_model_by_catalog_name_with_one_line_when_unknown():
     assert "\n" not in str(e.value) and str(e.value).startswith("model: unknown model 'lama3-70b'; near matches")
 
 
+def _model(model) -> Model:
+    """``model`` completed (inputs/complete.py) and validated in a small job: what a scenario naming it gets."""
+    return build({"model": model, "cluster": {"gpus": 8, "gpu": "h100-sxm"}, "layout": {"dp": 8},
+                  "batch": {"global_batch_seqs": 8}}).model
+
+
 def test_fields_given_beside_a_catalog_name_win():
-    m = Model.model_validate({"catalog": "deepseek-v3", "seq_len": 8192, "name": "mine", "moe": {"top_k": 4}})
+    m = _model({"catalog": "deepseek-v3", "seq_len": 8192, "name": "mine", "moe": {"top_k": 4}})
     assert (m.seq_len, m.name, m.moe.top_k, m.moe.num_experts, m.num_layers) == (8192, "mine", 4, 256, 61)
-    assert Model.model_validate({"catalog": "mixtral-8x7b", "moe": None, "seq_len": 4096}).moe is None  # dense
+    assert _model({"catalog": "mixtral-8x7b", "moe": None, "seq_len": 4096}).moe is None  # dense
 
 
 def test_a_row_gives_no_training_sequence_length(tmp_path):
     # Mixtral's row says 32K: the context its source states, not what any job trains at
     assert lookup("mixtral-8x7b").context_len == 32768 and "seq_len" not in resolve("mixtral-8x7b")
-    with pytest.raises(ValueError, match="seq_len"):
-        Model.model_validate("llama2-7b")
+    with pytest.raises(ScenarioError, match="model.seq_len: required"):
+        _model("llama2-7b")
     path = tmp_path / "s.yaml"
     path.write_text("model: llama2-7b\ncluster: {gpu: h100-sxm, gpus: 8}\nlayout: {tp: 8}\n"
                     "batch: {global_batch_seqs: 8}\n")
@@ -176,10 +182,10 @@ def test_a_row_gives_no_training_sequence_length(tmp_path):
 
 
 def test_a_catalog_row_keeps_every_validation():
-    with pytest.raises(ValueError, match="model.num_kv_heads"):
-        Model.model_validate({"catalog": "llama3.1-8b", "num_kv_heads": 5, "seq_len": 8192})
-    with pytest.raises(ValueError, match="model.catalog"):
-        Model.model_validate({"catalog": 7})
+    with pytest.raises(ScenarioError, match="model.num_kv_heads"):
+        _model({"catalog": "llama3.1-8b", "num_kv_heads": 5, "seq_len": 8192})
+    with pytest.raises(ScenarioError, match="^model: '7' is not a name"):
+        _model({"catalog": 7})
 
 
 def test_resolve_gives_a_fresh_copy():

@@ -29,7 +29,7 @@ def test_every_shipped_gpu_matches_its_datasheet():
 
 
 def _cluster(**update) -> Cluster:
-    return Cluster(**{"gpus": 16, "gpu": "h100-sxm", "nvlink_Bps": "450GB/s", "nic_Bps": "400Gb/s", **update})
+    return Cluster(**{"gpus": 16, "gpu": named_gpu("h100-sxm"), "nvlink_Bps": "450GB/s", "nic_Bps": "400Gb/s", **update})
 
 
 def test_cluster_reads_units_and_derives_per_gpu_rates():
@@ -47,7 +47,6 @@ def test_cluster_reads_units_and_derives_per_gpu_rates():
 @pytest.mark.parametrize("update, message", [
     (dict(rate_scope="step", step_overhead_s=0.5), "cluster.step_overhead_s: a measured whole-step rate"),
     (dict(gpus=12), "cluster.gpus: 12 GPUs do not fill whole nodes of 8"),
-    (dict(gpu="tpu9"), "cluster.gpu: unknown GPU 'tpu9'; use one of a100-sxm-80gb"),
     (dict(nic_Bps="400Gbx"), "nic_Bps\n  Value error, unit 'Gbx' in '400Gbx' is not a rate unit"),
     (dict(nic_Bps=0), "nic_Bps\n  Input should be greater than or equal to 1"),
     (dict(nic_efficiency=1.5), "nic_efficiency\n  Input should be less than or equal to 1"),

@@ -145,9 +145,9 @@ def test_the_simulator_runs_the_all_to_all_where_the_budget_puts_it():
         assert simulate_step(b, contention=False).step_s == pytest.approx(float(b.step_s), rel=0.01)
 
 
-def test_with_pp_2_the_default_order_puts_the_stages_between_the_expert_ranks():
+def test_with_pp_2_llamas_order_puts_the_stages_between_the_expert_ranks():
     # [tp, cp, pp, dp]: one stage's ranks are every second rank, so EP 8 spans two nodes, 4 in each; Megatron-Core's
-    # [tp, cp, ep, dp, pp] keeps PP outermost and the EP group in one node (a sweep over pp: one formula)
-    for order, q in ((None, 4), (["tp", "cp", "ep", "dp", "pp"], 8)):
+    # [tp, cp, ep, dp, pp], an EP job's default, keeps PP outermost and the EP group in one node (a sweep over pp)
+    for order, q in ((["tp", "cp", "pp", "dp"], 4), (None, 8), (["tp", "cp", "ep", "dp", "pp"], 8)):
         plan = sb.derive(moe_job("mixtral-8x7b", order), {"pp": np.array([1, 2]), "dp": np.array([64, 32])})
         assert plan.q["ep"].tolist() == [8, q], order

@@ -146,17 +146,6 @@ class Cluster(Frozen):
     Megatron-family pipelines pay about 0.3-0.9 s (docs/validation.md, "Where the model misses": the fixed cost of
     step = a + b m fits of MLPerf's and MegaScale's runs, less the model's); set your stack's."""
 
-    @field_validator("gpu", mode="before")
-    @classmethod
-    def _named_gpu(cls, v: object) -> object:
-        if isinstance(v, str):
-            figures = named_gpu(v)
-            if figures is None:
-                raise ValueError(f"cluster.gpu: unknown GPU {v!r}; use one of {', '.join(_gpu_presets())} "
-                                 "or give its figures")
-            return figures
-        return v
-
     @field_validator("profile")
     @classmethod
     def _known_profile(cls, v: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from stepbudget.enums import Activation, Positions
-from stepbudget.inputs import catalog
 from stepbudget.inputs._types import MAX_COUNT, Count, Frozen
 
 
@@ -107,20 +106,6 @@ class Model(Frozen):
     moe: MoE | None = None
     """Expert layers; a dense model leaves this empty."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_catalog(cls, data: object) -> object:
-        """``model: NAME`` is the catalog row NAME; ``model: {catalog: NAME, ...}`` is that row with the fields
-        given beside it winning (a nested section merges field by field; ``moe: null`` drops the row's)."""
-        if isinstance(data, str):
-            return catalog.resolve(data)
-        if isinstance(data, dict) and "catalog" in data:
-            name = data["catalog"]
-            if not isinstance(name, str):
-                raise ValueError(f"model.catalog: {name!r} is not a model name; give one `stepbudget models` lists")
-            return _merged(catalog.resolve(name), {k: v for k, v in data.items() if k != "catalog"})
-        return data
-
     @model_validator(mode="after")
     def _heads(self) -> "Model":
         kv = self.num_kv_heads or self.num_heads
@@ -163,11 +148,3 @@ class Model(Frozen):
     def moe_layers(self) -> int:
         return 0 if self.moe is None else self.num_layers - self.moe.first_dense_layers
 
-
-def _merged(row: dict, given: dict) -> dict:
-    """``row`` with ``given`` laid over it: a mapping over a mapping merges key by key, anything else replaces."""
-    out = dict(row)
-    for key, value in given.items():
-        base = out.get(key)
-        out[key] = _merged(base, value) if isinstance(base, dict) and isinstance(value, dict) else value
-    return out
