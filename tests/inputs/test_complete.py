@@ -97,3 +97,10 @@ def test_presets_say_which_preset_states_each_value():
     assert sc.sources["model.seq_len"].where == "preset llama3-405b-puredp"  # the file over its base
     assert sc.sources["model.num_layers"].where == "preset llama3-405b"  # from the base it names
     assert sc.sources["layout.micro_batch"].where == "--set"
+
+
+def test_a_node_of_another_size_keeps_the_rows_nics_per_gpu():
+    # KempnerForge's nodes hold 4 H200: the DGX H200 row's 8 NICs for 8 GPUs is one NIC per GPU, so 4 here
+    sc = build({**JOB, "cluster": {"gpus": 64, "gpu": "h200-sxm", "gpus_per_node": 4}, "layout": {"tp": 4, "pp": 4, "dp": 4}})
+    assert (sc.cluster.gpus_per_node, sc.cluster.nics_per_node, sc.cluster.nic_Bps_per_gpu) == (4, 4, 50e9)
+    assert sc.sources["cluster.nics_per_node"].origin == Origin.HARDWARE

@@ -247,10 +247,15 @@ def _hardware_row(data: dict, sources: dict[str, Source], problems: list[str]) -
         return
     _fill(cluster["gpu"], figures, ("cluster", "gpu"), Source(Origin.HARDWARE, name), sources)
     node = gpu_node(name) or {}
+    where = Source(Origin.HARDWARE, f"{name} node: {node.get('source', '')}".strip())
+    per_node = cluster.get("gpus_per_node")
     for key in NODE_FIELDS:
         if key not in cluster and key in node:
             cluster[key] = node[key]
-            sources[f"cluster.{key}"] = Source(Origin.HARDWARE, f"{name} node: {node.get('source', '')}".strip())
+            sources[f"cluster.{key}"] = where
+            if key == "nics_per_node" and isinstance(per_node, int) and per_node != node["gpus_per_node"]:
+                # a node of another size keeps the row's NICs per GPU (8 for 8 GPUs: one each)
+                cluster[key] = max(1, round(per_node * node[key] / node["gpus_per_node"]))
     _one_node_nic(cluster, sources)
 
 

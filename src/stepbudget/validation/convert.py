@@ -17,8 +17,9 @@ The rules, the same for every run (no per-run constants):
 - **Hardware.** Collectives run at the bus bandwidth NCCL's maintainers measure, not at line rate
   (``NVLINK_BUSBW_SHARE``, ``NIC_BUSBW_SHARE``). The GPU is read from its name (A100, H100, H800, H200, B200; "Ampere" without a
   SKU is taken as A100 SXM, whose 312 TFLOP/s peak the MegaScale MFU arithmetic uses). NVLink
-  figures in the file are datasheet totals and are halved to get per-direction rates; an unstated NIC is
-  400 Gb/s per GPU, noted.
+  figures in the file are datasheet totals and are halved to get per-direction rates; an unstated node size,
+  NVLink or NIC is the GPU's node's (inputs/gpus.yaml: a DGX A100's 200 Gb/s HDR, a DGX H100's 400 Gb/s),
+  noted with that node's source.
 - **Layout.** DP, when not stated, is the GPU count over TP x CP x PP. A JAX run's FSDP and data degrees
   (``fsdp`` beside ``dp``, or MaxText's ``ici/dcn_fsdp_parallelism`` and ``ici/dcn_data_parallelism``) make DP
   their product, sharded FSDP-style over the FSDP part and replicated over the data part (``dp_replicas``).
@@ -123,8 +124,7 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("model.mtp_depth",), rules.mtp),
     (("model.tied_embeddings", "model.position_embedding"), rules.embeddings),
     (("hardware.gpu", "hardware.hbm_gb", "hardware.hbm_bw_tbps", "num_gpus"), rules.gpu_part),
-    (("hardware.gpus_per_node", "hardware.nvlink_bw_gbps", "hardware.gpu"), rules.node),
-    (("hardware.nic_gbps_per_gpu",), rules.nic),
+    (("hardware.gpus_per_node", "hardware.nvlink_bw_gbps", "hardware.nic_gbps_per_gpu", "hardware.gpu"), rules.node),
     (("layout.tp", "layout.cp", "layout.pp", "layout.dp", "layout.ep", "layout.sp_attention", "model.moe",
       "num_gpus", *(f"layout.{name}" for name in FSDP_FIELDS)), rules.degrees),
     (("layout.sp_attention", "layout.framework"), rules.cp_and_expert_kinds),

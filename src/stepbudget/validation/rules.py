@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from stepbudget.inputs.hardware import gpu_node
 from stepbudget.inputs.layout import stated_rank_layers
 from stepbudget.validation.runs import FSDP_FIELDS, OVERLAP_DIMS, REQUIRED, overlap_dims
-from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, NVLINK_PER_DIRECTION,
+from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE,
                                           RECOMPUTE_MODES, StatedRun, Unpredictable, attention_kernel_of,
                                           catalog_row, element_bytes_of, flag_of, gpu_of, grad_reduce_precision,
                                           positions_of, stated_memory, text_of)
@@ -145,22 +146,21 @@ def gpu_part(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 
 def node(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    """The node's size, NVLink and NICs as the run states them; what it leaves out is its GPU's node's
+    (inputs/gpus.yaml, filled by completion), named in the notes."""
     hw, cl = r.hardware, sc.setdefault("cluster", {})
-    cl["gpus_per_node"] = hw.get("gpus_per_node") or 8
+    if hw.get("gpus_per_node"):
+        cl["gpus_per_node"] = hw["gpus_per_node"]
     if hw.get("nvlink_bw_gbps"):
         cl["nvlink_Bps"] = f"{hw['nvlink_bw_gbps'] / 2}GB/s"  # the file's figure is the datasheet total
-    else:
-        cl["nvlink_Bps"] = NVLINK_PER_DIRECTION[gpu_of(hw)]
-
-
-def nic(r: StatedRun, sc: dict, notes: list[str]) -> None:
-    hw, cl = r.hardware, sc.setdefault("cluster", {})
-    g = cl["gpus_per_node"]  # one NIC per GPU
+    shipped = gpu_node(gpu_of(hw)) or {}  # every GPU gpu_of names has its node (tests/inputs/test_hardware.py)
     if hw.get("nic_gbps_per_gpu"):
-        cl.update(nics_per_node=g, nic_Bps=f"{hw['nic_gbps_per_gpu']}Gb/s")
-    else:
-        cl.update(nics_per_node=g, nic_Bps="400Gb/s")
-        notes.append("NIC not stated: 400 Gb/s per GPU")
+        # one NIC per GPU: the rate a run states is each GPU's (runs.py schema)
+        cl.update(nics_per_node=hw.get("gpus_per_node") or shipped.get("gpus_per_node", 8),
+                  nic_Bps=f"{hw['nic_gbps_per_gpu']}Gb/s")
+    unstated = [what for what, key in (("NVLink", "nvlink_bw_gbps"), ("NIC", "nic_gbps_per_gpu")) if not hw.get(key)]
+    if unstated:
+        notes.append(f"{' and '.join(unstated)} not stated: {shipped.get('source', 'the GPU row')}")
 
 
 # -- degrees and the pipeline ----------------------------------------------------------------------------------

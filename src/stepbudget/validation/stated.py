@@ -67,11 +67,6 @@ DP_KINDS = (
 )
 """A runs file's ``zero_stage`` (and ``dp_type``) text -> the model's dp_kind: the first pattern that matches."""
 
-NVLINK_PER_DIRECTION = {  # datasheet totals / 2
-    "a100-sxm-80gb": "300GB/s", "a100-sxm-40gb": "300GB/s", "h100-sxm": "450GB/s", "h800-sxm": "200GB/s",
-    "h200-sxm": "450GB/s", "b200": "900GB/s",
-}
-
 _GPU_NAMES = (("h100", "h100-sxm"), ("h800", "h800-sxm"), ("h200", "h200-sxm"), ("b200", "b200"),
               ("a100", "a100-sxm-80gb"), ("ampere", "a100-sxm-80gb"))
 
@@ -198,8 +193,9 @@ def gpu_of(hw: dict) -> str:
 
 
 def stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
-    """The named GPU, or a copy with the HBM size and bandwidth the run states where they differ from its
-    datasheet by more than 5 % (a variant part, as Grand Teton's 96 GB HBM2e H100s; closer is rounding)."""
+    """The named GPU, or that row with the HBM size and bandwidth the run states where they differ from its
+    datasheet by more than 5 % (a variant part, as Grand Teton's 96 GB HBM2e H100s; closer is rounding): the row
+    still fills the rest, its node included (inputs/complete.py)."""
     spec = named_gpu(gpu)
     if spec is None:  # no datasheet to compare with (every name _gpu gives has one)
         return gpu
@@ -211,9 +207,8 @@ def stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
             changed[attr] = f"{stated}{unit}"
     if not changed:
         return gpu
-    spec.update(changed, name=f"{spec['name']} ({', '.join(changed.values())} as the run states)")
     notes.append(f"HBM as the run states: {', '.join(changed.values())}")
-    return spec
+    return {"catalog": gpu, **changed, "name": f"{spec['name']} ({', '.join(changed.values())} as the run states)"}
 
 
 _BEST_ATTENTION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*3(?![0-9])|\bfa-?3\b|cudnn"
