@@ -331,8 +331,9 @@ def validate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None
         return doc if chosen is None else {**doc, "calibrated_in_sample_runs": in_fit_count(rows, fitted)}
 
     return ValidationResult(rows, document,
-                            lambda: [runs_table(rows, profile and label), summary_table(summaries, calibrated, label),
-                                     *([ablation_table(studies)] if studies else []), *memory_lines(rows),
+                            lambda: [*memory_lines(rows), runs_table(rows, profile and label),
+                                     summary_table(summaries, calibrated, label),
+                                     *([ablation_table(studies)] if studies else []),
                                      *([f"[bold]Not predicted ({len(skipped)})[/bold]"] if skipped else []),
                                      *(f"  {line}" for line in skipped), *in_fit_line(rows, fitted),
                                      f"profile: {label}"],
