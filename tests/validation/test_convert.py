@@ -275,6 +275,7 @@ def test_an_mfu_is_read_against_the_peak_the_run_states():
     case = _case({"measured": {"mfu_pct": 40, "peak_tflops": 1979, "flops_convention": "causal"}})
     assert case.measured_step_s == pytest.approx(causal * 2048 / (0.4 * 1979e12))
     assert case.measured_from == "mfu_pct with the causal count against 1979 TFLOP/s"
+    assert case.measured_mfu == pytest.approx(0.4 * 1979 / 989)  # shown beside the tool's MFU, on the BF16 peak
     six_n = _case({"measured": {"tflops_per_gpu": 400, "flops_convention": "6N"}})
     assert six_n.measured_step_s == pytest.approx(model_counts(six_n.scenario.model, "6N").flops_per_token * 2048 / 400e12)
 

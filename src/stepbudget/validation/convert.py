@@ -172,6 +172,8 @@ def to_case(run: dict) -> Case:
         scenario = _fitted(r, data, build(data), notes)
     except ScenarioError as e:
         return _case(r, reason=str(e), mfu=mfu, notes=notes)
+    if mfu is not None and r.measured.get("peak_tflops"):  # the tool's MFU is against the dense BF16 peak
+        mfu *= float(r.measured["peak_tflops"]) * 1e12 / scenario.cluster.gpu.peak_bf16_flops
     figures = measured_steps(scenario, r)
     step, how = measured_step(figures, r, notes)
     if step is None:
@@ -212,6 +214,7 @@ def _case(r: StatedRun, *, scenario: Scenario | None = None, reason: str | None 
 
 
 def _measured_mfu(meas: dict, convention: str) -> float | None:
-    """The MFU the source states under its own convention's name, else its plain ``mfu_pct``, as a fraction."""
+    """The MFU the source states under its own convention's name, else its plain ``mfu_pct``, as a fraction of the
+    peak it states (``to_case`` puts one stated against another peak on the BF16 one, as the tool's MFU is)."""
     mfu = meas.get("mfu_pct_noncausal" if convention == "noncausal" else "mfu_pct_causal") or meas.get("mfu_pct")
     return float(mfu) / 100 if mfu else None
