@@ -173,7 +173,8 @@ def test_moe_fields_and_the_expert_degree():
     ({"layout.framework": "Megatron-LM", "notes": "with MegaScale's DP/PP overlap"}, "overlap.dp", "auto"),
     ({"layout.overlap": ["tp", "dp"]}, "overlap.tp", 1.0),
     ({"layout.overlap": ["tp", "dp"]}, "overlap.dp", "auto"),
-    ({"layout.overlap": ["tp", "dp"]}, "overlap.pp", 0.0),
+    ({"layout.overlap": ["tp", "dp"]}, "overlap.pp", "auto"),  # not listed: the source is silent, the default holds
+    ({"layout.overlap": ["tp"], "layout.framework": "Megatron-LM"}, "overlap.dp", 0.0),  # Megatron-LM's own default
     ({"layout.cp": 2, "layout.dp": 4, "layout.framework": "Megatron-Core"}, "overlap.cp", "auto"),  # the ring
     ({"layout.dispatcher": "DeepEP"}, "layout.ep_kind", "deepep"),
     ({"layout.comm": "24 of 132 SMs for NCCL"}, "overlap.comm_sm_share", 24 / 132),
@@ -385,3 +386,22 @@ def test_a_megatron_run_that_does_not_fit_takes_its_frameworks_options_in_order(
     stated["layout"].update(zero_stage=0, recompute="none")  # what the run states is never changed
     lay = to_case(stated).scenario.layout
     assert (lay.dp_kind, lay.recompute) == ("ddp", "none")
+
+
+@pytest.mark.parametrize("layout, micro", [
+    ({"pp": 1, "dp": 32, "batch_size_per_gpu": 4}, 4),  # no pipeline, no accumulation: the local batch is one pass
+    ({"pp": 1, "dp": 32, "batch_size_per_gpu": 4, "grad_accum": 2}, 2),
+    ({"pp": 1, "dp": 32, "batch_size_per_dp": 2}, 2),
+    ({"pp": 4, "batch_size_per_dp": 4}, 1),  # a pipeline splits it into micro-batches the source does not print
+    ({"pp": 1, "dp": 32, "batch_size_per_gpu": 4, "micro_batch": 1}, 1),  # a printed micro-batch wins
+])
+def test_an_unstated_micro_batch_is_the_local_batch_without_a_pipeline(layout, micro):
+    lay = {k: v for k, v in TINY["layout"].items() if k != "global_batch_seqs"} | layout
+    assert _scenario({"layout": lay}).layout.micro_batch == micro
+
+
+def test_an_mfu_may_be_against_the_gpus_fp8_peak_by_name():
+    causal = model_counts(_scenario({}).model, "causal").flops_per_token
+    case = _case({"measured": {"mfu_pct": 25, "peak_tflops": "fp8", "flops_convention": "causal"}})
+    assert case.measured_step_s == pytest.approx(causal * 2048 / (0.25 * 1979e12))
+    assert case.measured_mfu == pytest.approx(0.25 * 1979 / 989)

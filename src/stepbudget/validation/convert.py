@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build
 from stepbudget.validation import rules
 from stepbudget.validation.families import SAVES
-from stepbudget.validation.measured import measured_step, measured_steps
+from stepbudget.validation.measured import measured_step, measured_steps, stated_peak
 from stepbudget.validation.memory_fit import scenario_fit
 from stepbudget.validation.runs import BATCH_FIELDS, FSDP_FIELDS, PRECISION_FIELDS, REQUIRED
 from stepbudget.validation.stated import (MFU_CONVENTION, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE, StatedRun, Unpredictable,
@@ -124,7 +124,8 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("model.mtp_depth",), rules.mtp),
     (("model.tied_embeddings", "model.position_embedding"), rules.embeddings),
     (("hardware.gpu", "hardware.hbm_gb", "hardware.hbm_bw_tbps", "num_gpus"), rules.gpu_part),
-    (("hardware.gpus_per_node", "hardware.nvlink_bw_gbps", "hardware.nic_gbps_per_gpu", "hardware.gpu"), rules.node),
+    (("hardware.gpus_per_node", "hardware.nics_per_node", "hardware.nvlink_bw_gbps", "hardware.nic_gbps_per_gpu",
+      "hardware.gpu"), rules.node),
     (("layout.tp", "layout.cp", "layout.pp", "layout.dp", "layout.ep", "layout.sp_attention", "model.moe",
       "num_gpus", *(f"layout.{name}" for name in FSDP_FIELDS)), rules.degrees),
     (("layout.sp_attention", "layout.framework"), rules.cp_and_expert_kinds),
@@ -133,7 +134,8 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("layout.pp", "layout.virtual_pipeline_chunks_per_rank", "layout.schedule", "model.layers", "model.mtp_depth",
       *(f"layout.{name}" for names in rules.SPLIT_NAMES.items() for name in names)), rules.pipeline_split),
     (("layout.schedule", "layout.virtual_pipeline_chunks_per_rank", "model.layers", "layout.pp"), rules.schedule),
-    (("layout.micro_batch",), rules.micro_batch),
+    (("layout.micro_batch", "layout.batch_size_per_gpu", "layout.batch_size_per_dp", "layout.grad_accum", "layout.pp"),
+     rules.micro_batch),
     (("layout.sequence_parallel", "layout.tp", "layout.flash_attention"), rules.sequence_parallel),
     (("layout.recompute",), rules.recompute),
     (("layout.compile", "layout.framework"), rules.compiled),
@@ -172,8 +174,8 @@ def to_case(run: dict) -> Case:
         scenario = _fitted(r, data, build(data), notes)
     except ScenarioError as e:
         return _case(r, reason=str(e), mfu=mfu, notes=notes)
-    if mfu is not None and r.measured.get("peak_tflops"):  # the tool's MFU is against the dense BF16 peak
-        mfu *= float(r.measured["peak_tflops"]) * 1e12 / scenario.cluster.gpu.peak_bf16_flops
+    if mfu is not None:  # the tool's MFU is against the dense BF16 peak
+        mfu *= stated_peak(scenario, r.measured) / scenario.cluster.gpu.peak_bf16_flops
     figures = measured_steps(scenario, r)
     step, how = measured_step(figures, r, notes)
     if step is None:

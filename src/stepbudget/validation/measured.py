@@ -64,10 +64,18 @@ def _from_flops(sc: Scenario, r: StatedRun, tokens_per_gpu: float) -> list[tuple
         steps.append((flops / (float(rate) * 1e12), f"tflops_per_gpu with {count}"))
     mfu = m.get(f"mfu_pct_{conv}") or m.get("mfu_pct")
     if mfu:
-        peak = float(m["peak_tflops"]) * 1e12 if m.get("peak_tflops") else sc.cluster.gpu.peak_bf16_flops
         against = f" against {m['peak_tflops']} TFLOP/s" if m.get("peak_tflops") else ""
-        steps.append((flops / (float(mfu) / 100 * peak), f"mfu_pct with {count}{against}"))
+        steps.append((flops / (float(mfu) / 100 * stated_peak(sc, m)), f"mfu_pct with {count}{against}"))
     return steps
+
+
+def stated_peak(sc: Scenario, measured: dict) -> float:
+    """The peak a run's MFU is against: ``peak_tflops`` as a number, or the GPU row's dense peak of the precision it
+    names (``fp8``: Float8 rows printed against the FP8 peak), else the GPU's dense BF16 datasheet peak."""
+    peak = measured.get("peak_tflops")
+    if peak == "fp8":
+        return sc.cluster.peak_fp8
+    return float(peak) * 1e12 if peak and peak != "bf16" else sc.cluster.gpu.peak_bf16_flops
 
 
 def measured_step(steps: list[tuple[float, str]], r: StatedRun, notes: list[str]) -> tuple[float | None, str]:

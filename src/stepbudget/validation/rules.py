@@ -13,7 +13,7 @@ from typing import Any
 
 from stepbudget.inputs.hardware import gpu_node
 from stepbudget.inputs.layout import stated_rank_layers
-from stepbudget.validation.runs import FSDP_FIELDS, OVERLAP_DIMS, REQUIRED, overlap_dims
+from stepbudget.validation.runs import FSDP_FIELDS, REQUIRED, overlap_dims
 from stepbudget.validation.stated import (DP_KINDS, NIC_BUSBW_SHARE, NVLINK_BUSBW_SHARE,
                                           RECOMPUTE_MODES, StatedRun, Unpredictable, attention_kernel_of,
                                           catalog_row, element_bytes_of, flag_of, gpu_of, grad_reduce_precision,
@@ -151,6 +151,8 @@ def node(r: StatedRun, sc: dict, notes: list[str]) -> None:
     hw, cl = r.hardware, sc.setdefault("cluster", {})
     if hw.get("gpus_per_node"):
         cl["gpus_per_node"] = hw["gpus_per_node"]
+    if hw.get("nics_per_node"):
+        cl["nics_per_node"] = hw["nics_per_node"]  # a stated count at the row's NIC rate (a stated rate is per GPU)
     if hw.get("nvlink_bw_gbps"):
         cl["nvlink_Bps"] = f"{hw['nvlink_bw_gbps'] / 2}GB/s"  # the file's figure is the datasheet total
     shipped = gpu_node(gpu_of(hw)) or {}  # every GPU gpu_of names has its node (tests/inputs/test_hardware.py)
@@ -320,8 +322,14 @@ def schedule(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 def micro_batch(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
+    local = lay.get("batch_size_per_gpu") or lay.get("batch_size_per_dp")
+    accum = lay.get("grad_accum") or 1
     if lay.get("micro_batch"):
         out["micro_batch"] = lay["micro_batch"]
+    elif local and lay["pp"] == 1 and local % accum == 0:
+        # no pipeline: a rank runs its local batch as grad_accum micro-batches (one where none is stated)
+        out["micro_batch"] = local // accum
+        notes.append(f"micro-batch not stated: the local batch {local} over {accum} accumulation step(s)")
     else:
         out["micro_batch"] = 1
         notes.append("micro-batch not stated: 1")
@@ -495,11 +503,12 @@ def framework_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
 def stated_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
     if r.layout.get("overlap") is None:
         return
-    # what the run's recipe overlaps, and nothing else: model-parallel collectives fused or hidden
-    # whole, DP and PP hidden in the windows the schedule leaves them (the model's own default)
+    # what the run's source says its framework overlaps: model-parallel collectives fused or hidden whole, DP and
+    # PP hidden in the windows the schedule leaves them (the model's own default). A dimension the list leaves out is
+    # one the source is silent on: it keeps the framework's default (framework_overlap) or the tool's
     listed = set(overlap_dims(r.layout["overlap"]))
     ov = sc.setdefault("overlap", {})
-    ov.update({d: (1.0 if d in ("tp", "cp", "ep") else "auto") if d in listed else 0.0 for d in OVERLAP_DIMS})
+    ov.update({d: 1.0 if d in ("tp", "cp", "ep") else "auto" for d in listed})
     if r.megatron and "ep" in listed:
         ov["ep_paired"] = True  # Megatron-Core overlaps the all-to-all by pairing forward and backward chunks
 

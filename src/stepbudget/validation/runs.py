@@ -63,10 +63,12 @@ _NUMBERS = (
     *(("layout", name, True) for name in FSDP_FIELDS),
     ("measured", "step_time_s", False), ("measured", "tflops_per_gpu", False),
     ("measured", "tokens_per_s_per_gpu", False), ("measured", "tokens_per_s", False),
-    ("measured", "samples_per_s", False), ("measured", "peak_tflops", False),
+    ("measured", "samples_per_s", False),
     ("measured", "tflops_per_gpu_causal", False), ("measured", "tflops_per_gpu_noncausal", False),
     ("measured", "mfu_pct", False), ("measured", "mfu_pct_causal", False), ("measured", "mfu_pct_noncausal", False),
 )
+PEAK_WORDS = ("bf16", "fp8")
+"""``measured.peak_tflops`` may name a precision instead of a number: the GPU row's dense peak at it."""
 _MOE_NUMBERS = ("num_experts", "top_k", "expert_ffn_hidden", "shared_experts", "node_limit")
 _MAY_BE_ZERO = ("mtp_depth", "dense_layers", "shared_experts")
 
@@ -202,6 +204,9 @@ def _check_numbers(run: dict, rid: str) -> None:
             raise RunError(f"run {rid}: model.moe: expected a mapping (num_experts, top_k, ...), got {moe!r}")
         for name in _MOE_NUMBERS:
             _number(rid, f"model.moe.{name}", moe.get(name), True)
+    peak = run["measured"].get("peak_tflops")
+    if peak not in PEAK_WORDS:  # a number, or the GPU row's peak of a precision by name
+        _number(rid, "measured.peak_tflops", peak, False)
     dp = run["layout"].get("dp")
     if not isinstance(dp, str):  # a number, or text the conversion reads
         _number(rid, "layout.dp", dp, True)
