@@ -356,11 +356,15 @@ def test_ctrl_c_during_a_search_leaves_no_partial_file(tmp_path, delay_s):
 
 
 def test_the_driver_itself_sees_what_it_must(tmp_path):
-    # the checks every case above relies on: a traceback, two lines, a nan and a partial file are each caught
+    # the checks every case above relies on: a traceback, a line that is not an error line, a nan and a partial
+    # file are each caught (one error line per problem is what a scenario with several problems gives)
     o = Outcome(("budget",), 2, "step nan s\n", "stepbudget: error: layout.pp: bad\nmore\n", 0.1, tmp_path)
     (tmp_path / ".x.parquet.partial-1.parquet").write_text("")
     found = " | ".join(problems(o))
-    assert "2 lines" in found and "non-finite" in found and "half-written" in found
+    assert "does not start" in found and "non-finite" in found and "half-written" in found
+    two = Outcome(("budget",), 2, "", "stepbudget: error: layout.pp: bad\nstepbudget: error: layout.tp: bad\n", 0.1,
+                  tmp_path / "none")
+    assert problems(two) == []
     assert problems(Outcome(("budget",), 1, "", "Traceback (most recent call last):\n", 0.1, tmp_path / "none"))
 
 
