@@ -77,8 +77,23 @@ def test_the_same_job_gives_the_same_numbers_through_every_door(tmp_path_factory
     dict(N=405e9, G=16384, B=2**24, M=64, nic_Bps=50e9, F=450e12),  # another split and rate
 ])
 def test_the_panel_and_the_command_it_prints_agree(inputs):
+    _panel_and_command(inputs)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.fixed_dictionaries({"N": st.just(405e9), "G": st.sampled_from([2048, 8192, 16384, 65536]),
+                              "B": st.sampled_from([2**23, 2**24, 2**25]), "M": st.sampled_from([16, 32, 64, 128, 256]),
+                              "nic_Bps": st.sampled_from([25e9, 50e9, 100e9]),
+                              "F": st.sampled_from([300e12, 400e12, 500e12])}))
+def test_any_panel_job_and_its_command_agree(inputs):
+    _panel_and_command(inputs)
+
+
+def _panel_and_command(inputs):
+    """Panel 5.4's full model of ``inputs`` and the `budget` command it prints give the same numbers."""
     full = full_model(**inputs)
-    assert isinstance(full, FullModel)
+    if not isinstance(full, FullModel):
+        return  # the panel says why these inputs name no job (tests/sweep/test_chapter.py)
     words = full.command.split()
     cli = _cli(*words[1:], "--json")
     b = full.budget
