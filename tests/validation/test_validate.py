@@ -259,14 +259,30 @@ BRIDGE = str(EXAMPLES / "megatron_bridge_runs.yaml")
 
 
 def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
+    # MLPerf v5.0's Llama 3.1 405B on Eos: its submission's configs print what Megatron-Core overlaps (TP_COMM_OVERLAP,
+    # OVERLAP_GRAD_REDUCE/PARAM_GATHER, overlap_p2p_comm) and ASYM_PP_EMBED/LOSS: the run lists both, and both are read
+    mlperf = {r["id"]: r for r in load_runs(str(EXAMPLES / "mlperf_llama31_runs.yaml"))}
+    eos = to_case(mlperf["mlperf50_nvidia_eos_llama31_405b_8192gpu"])
+    sc = eos.scenario
+    assert (sc.overlap.tp, sc.overlap.dp, sc.overlap.pp, sc.overlap.ep) == (1.0, "auto", "auto", 0.0)  # ep unlisted
+    assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
+    assert sc.pipeline_slots == 128 and not any("pipeline split" in a for a in eos.assumptions)  # stated, not inferred
+    # Megatron-Bridge's row of the same model and PP 8 x VP 8 prints neither: its recipe's overlaps are set in a file
+    # the run does not cite, so Megatron-LM's default (nothing hidden) stands, and the converter finds the split itself
     by_id = {r["id"]: r for r in load_runs(BRIDGE)}
-    l405 = to_case(by_id["mbridge_llama31_405b_h100_1024gpu_fp8"]).scenario
-    assert (l405.overlap.tp, l405.overlap.dp, l405.overlap.pp, l405.overlap.ep) == (1.0, "auto", "auto", 0.0)
-    assert l405.layout.embedding_in_pipeline_split and l405.layout.loss_in_pipeline_split
+    case = to_case(by_id["mbridge_llama31_405b_h100_1024gpu_fp8"])
+    l405 = case.scenario
+    assert (l405.overlap.tp, l405.overlap.dp, l405.overlap.pp, l405.overlap.ep) == (0.0, 0.0, 0.0, 0.0)
+    assert l405.layout.embedding_in_pipeline_split and l405.layout.loss_in_pipeline_split and l405.pipeline_slots == 128
+    assert ("pipeline split not stated: 126 layers split over 64 stages once the embedding and the loss take a slot each"
+            in case.assumptions)
     assert l405.precision.gemm == "fp8" and l405.model.num_layers == 126  # not the Llama 3 preset's cluster
+    assert any(a.startswith("model fields the run leaves unstated from the catalog row llama3.1-405b") and "num_layers" in a
+               for a in case.assumptions)
     assert l405.cluster.tiers == ()
+    # its recipe entry prints no moe_a2a_overlap and the run lists nothing: Megatron-LM's default, nothing hidden
     oss = to_case(by_id["mbridge_gptoss_120b_h100_64gpu_bf16"]).scenario
-    assert (oss.overlap.tp, oss.overlap.ep, oss.overlap.dp, oss.overlap.pp) == (0.0, 0.0, "auto", 0.0)
+    assert (oss.overlap.tp, oss.overlap.ep, oss.overlap.dp, oss.overlap.pp) == (0.0, 0.0, 0.0, 0.0)
     assert source_of(by_id["mbridge_llama3_8b_h100_8gpu_fp8"]) == "Megatron-Bridge"
 
 
@@ -303,12 +319,24 @@ def test_megatrons_rank_order_wins_over_a_presets():
 
 
 def test_out_of_sample_h100_dense_runs_stay_close():
-    # NVIDIA's Megatron-Bridge tables: the dense FP8 rows on H100 are within 10 %; the MoE rows and the
-    # B200 rows are the misses the README states
+    # NVIDIA's Megatron-Bridge tables: the dense FP8 rows on H100 were within 10 % (+8.5 %, +5.5 %, -8.4 %) with the
+    # overlaps Megatron-Bridge's Llama recipe sets. The runs now state only the table and the cited recipe entry, which
+    # print no overlap (eb88ff1), so Megatron-LM's default stands, nothing is hidden, and each is predicted slow
+    # (+31 %, +22 %, +13 %). Until framework recipes land, the bound holds for each run given back the overlaps its
+    # notes name as removed: the whole miss is what the uncited recipe hides
     rows, _ = validate(BRIDGE)
     assert len(rows) == 8 and all(r.error is not None for r in rows)
-    dense = [r for r in rows if "llama" in r.case.id and "h100" in r.case.id]
-    assert len(dense) == 3 and all(abs(r.error) < 0.10 for r in dense)
+    dense = {r.case.id: r for r in rows if "llama" in r.case.id and "h100" in r.case.id}
+    assert len(dense) == 3 and all(r.error > 0.10 for r in dense.values())
+    recipe = {"mbridge_llama3_8b_h100_8gpu_fp8": ["dp"], "mbridge_llama3_70b_h100_64gpu_fp8": ["tp", "dp", "pp"],
+              "mbridge_llama31_405b_h100_1024gpu_fp8": ["tp", "dp", "pp"]}
+    runs = {r["id"]: r for r in load_runs(BRIDGE)}
+    for run_id, overlap in recipe.items():
+        run = copy.deepcopy(runs[run_id])
+        run["layout"]["overlap"] = overlap
+        case = to_case(run)
+        error = float(sb.estimate(sb.derive(case.scenario)).step_s) / case.measured_step_s - 1
+        assert abs(error) < 0.10, run_id
     b200 = [r.case.scenario for r in rows if "b200" in r.case.id]
     assert len(b200) == 2 and all(sc.cluster.gpu.name.startswith("B200") for sc in b200)
 
@@ -416,15 +444,26 @@ def test_explain_prints_one_runs_budget_and_what_was_assumed(tmp_path):
 
 
 def test_out_of_sample_bloom_keeps_deepspeeds_rank_order_and_embedding_slots():
-    rows, summaries = validate(str(EXAMPLES / "bloom_runs.yaml"))
+    bloom = str(EXAMPLES / "bloom_runs.yaml")
+    rows, summaries = validate(bloom)
     assert len(rows) == 1 and rows[0].error is not None and summaries[0].source == "BLOOM"
-    sc = rows[0].case.scenario
-    # Megatron-DeepSpeed's topology puts TP fastest, then DP, then PP: PP crosses nodes, DP shares them
-    assert [a.value for a in sc.layout.order] == ["tp", "cp", "dp", "pp"]
+    case = rows[0].case
+    sc = case.scenario
+    # the slurm script prints the partition (--pp-partition-method 'type:transformer|embedding'): read, not inferred
     assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
     assert sc.pipeline_slots == 72  # 70 blocks and the two embeddings over 12 stages: 6 slots each
-    b = sb.estimate(sb.derive(sc))
-    assert float(next(x for x in b.exchanges if x.dim.value == "pp").nic_bytes) > 0
+    assert not any("pipeline split" in a for a in case.assumptions)
+    # no source prints the rank order, and Megatron-DeepSpeed keeps DeepSpeed's layout, not Megatron-Core's: the
+    # tool's default [tp, cp, pp, dp] stands (inputs/layout.py; the run's assumptions do not list it)
+    assert [a.value for a in sc.layout.order] == ["tp", "cp", "pp", "dp"]
+    # stated, DeepSpeed's PipeModelDataParallelTopology (TP fastest, then DP, then PP) is read: PP crosses nodes,
+    # DP shares them, so less of DP's traffic is on the NIC than under the default order
+    run = copy.deepcopy(load_runs(bloom)[0])
+    run["layout"]["order"] = "tp-cp-dp-pp (DeepSpeed's PipeModelDataParallelTopology: model fastest, then data, then pipe)"
+    ds = to_case(run).scenario
+    assert [a.value for a in ds.layout.order] == ["tp", "cp", "dp", "pp"]
+    nic = lambda s, dim: sum(float(x.nic_bytes) for x in sb.estimate(sb.derive(s)).exchanges if x.dim.value == dim)  # noqa: E731
+    assert nic(ds, "pp") > 0 and nic(ds, "dp") < nic(sc, "dp")
 
 
 @pytest.mark.parametrize("recompute, sp, measured_ms", [
@@ -509,10 +548,18 @@ def test_out_of_sample_llmfoundry_runs_and_their_mfu_convention():
             assert counted == pytest.approx(r.case.measured_mfu, rel=0.02), r.case.id
     fp8 = [r for r in rows if "fp8" in r.case.id]
     assert len(fp8) == 3 and all(r.case.measured_mfu is None for r in fp8)  # their MFU is of the FP8 peak
+    # the bounds still hold with BF16 gradient reduction in place of the FP32 the runs no longer state (ab9fa67):
+    # the four large runs -5.4 % to -8.9 % (were -5.3 % to -8.5 %), the median 16.2 % (was 15.1 %)
     large = [r for r in rows if "h100" in r.case.id and r.case.gpus >= 64 and r.case.scenario.layout.recompute == "full"]
     assert len(large) == 4 and all(abs(r.error) < 0.10 for r in large)
-    sc = next(r.case.scenario for r in rows if r.case.id == "llmfoundry_mpt70b_a100_40gb_128gpu_seq2048")
-    assert sc.model.tied_embeddings and sc.precision.grads == 4 and sc.cluster.gpu.hbm_bytes == 40e9
+    case = next(r.case for r in rows if r.case.id == "llmfoundry_mpt70b_a100_40gb_128gpu_seq2048")
+    sc = case.scenario
+    assert sc.model.tied_embeddings and sc.cluster.gpu.hbm_bytes == 40e9
+    assert any(a.startswith("model fields the run leaves unstated from the catalog row mpt-70b") and "tied_embeddings" in a
+               for a in case.assumptions)
+    # no row prints a reduce dtype (MP Mode DEFAULT's depends on the Composer version): the scenario's BF16 gradients
+    # stand, a default the run's assumptions do not list
+    assert sc.precision.grads == 2
     assert summaries[-1].median_abs_error < 0.2
 
 
@@ -528,7 +575,12 @@ def test_out_of_sample_torchtitan_runs_agree_on_what_fp8_and_async_tp_buy():
         assert b.case.measured_step_s < a.case.measured_step_s and b.predicted_step_s < a.predicted_step_s
     one, inter = (by_id[f"torchtitan_llama31_405b_h100_512gpu_fsdp8_tp8_pp8_{s}_fp8"] for s in ("1f1b", "interleaved"))
     assert inter.case.measured_step_s < one.case.measured_step_s and inter.predicted_step_s < one.predicted_step_s
-    assert all(r.case.scenario.precision.grads == 4 for r in rows)  # FSDP2 reduces in FP32
+    # the tables and commands print no reduce dtype, so the scenario's BF16 gradients stand (torchtitan's own default,
+    # mixed_precision_reduce float32, is no longer stated by any run, and the run's assumptions do not list it) ...
+    assert all(r.case.scenario.precision.grads == 2 for r in rows)
+    run = copy.deepcopy({r["id"]: r for r in load_runs(TORCHTITAN)}[base + "bf16"])
+    run["layout"]["grad_reduce"] = "fp32 (torchtitan mixed_precision_reduce float32)"
+    assert to_case(run).scenario.precision.grads == 4  # ... and a run that states FSDP2's FP32 reduction gets it
     # torchtitan's per-op selective checkpointing is read as such, full checkpointing as full
     recompute = {r.case.id: r.case.scenario.layout.recompute for r in rows}
     assert recompute["torchtitan_llama3_8b_a100_64gpu_fsdp_sacop_bf16"] == "selective-op"
@@ -540,18 +592,30 @@ def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnot
     assert len(rows) == 7 and all(r.error is not None for r in rows)
     olmo3 = next(r.case.scenario for r in rows if r.case.id.startswith("olmo3"))
     assert olmo3.layout.attention_kernel == "flash-attention-2"  # its script sets flash_2
-    # OLMo-core's HSDP: sharded inside each node (7B, 13B) or inside 256 GPUs (32B), replicated across
+    # OLMo-core's HSDP: the 32B script sets num_replicas = 128 // 32 (sharded inside 256 GPUs, replicated across 4);
+    # the 7B and 13B scripts set none (41653fa dropped the writer's one replica per node), so their "hsdp" is read as
+    # sharding over all 64 GPUs, one replica: the tool's default, which the assumptions do not list
     by_id = {r.case.id: r for r in rows}
-    assert int(by_id["olmo2_7b_h100_64gpu_bf16"].case.scenario.layout.dp_replicas) == 8
+    seven = by_id["olmo2_7b_h100_64gpu_bf16"].case
+    assert seven.scenario.layout.dp_kind == "fsdp" and int(seven.scenario.layout.dp_replicas) == 1
+    assert not any("DP sharding" in a for a in seven.assumptions)  # "hsdp" is read, not defaulted
+    plan = sb.derive(seven.scenario)
+    assert plan.dp_replicas == 1 and float(plan.dp_group) == 64
     plan = sb.derive(by_id["olmo2_32b_h100_1024gpu_bf16"].case.scenario)
     assert plan.dp_replicas == 4 and float(plan.dp_group) == 256
     from rich.console import Console
     from stepbudget.views.validation import runs_table
+    # the OLMo README prints tokens/s, not a step: every OLMo step is derived, and the table's caption says so
+    assert all(r.case.measured_from == "tokens_per_s_per_gpu" for r in rows)
     console = Console(record=True, width=200)
-    console.print(runs_table(rows))  # every OLMo run states its step: no '*' caption
-    assert "derived from" not in console.export_text()
-    console.print(runs_table(validate()[0]))
+    console.print(runs_table(rows))
     assert "derived from" in console.export_text()
+    # the Nemotron-4 and MT-NLG reports print their iteration times: a table of them derives nothing, no '*' caption
+    reports, _ = validate(NVIDIA_REPORTS)
+    assert all(r.case.measured_from == "step_time_s" for r in reports)
+    console = Console(record=True, width=200)
+    console.print(runs_table(reports))
+    assert "derived from" not in console.export_text()
 
 
 def test_a_run_that_states_a_different_hbm_gets_it_and_rounding_does_not_count():

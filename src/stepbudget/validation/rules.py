@@ -411,6 +411,9 @@ def rank_order(r: StatedRun, sc: dict, notes: list[str]) -> None:
         notes.append("rank order not read: name tp, cp, pp and dp once each (ep at most once)")
     if r.megatron:  # the framework's layout
         out["order"] = ["tp", "cp", "ep", "dp", "pp"]  # Megatron-Core parallel_state: order="tp-cp-ep-dp-pp"
+    if not stated:
+        notes.append("rank order not stated: " + ("Megatron-Core's tp-cp-ep-dp-pp" if r.megatron
+                                                   else "the tool's default (inputs/complete.py)"))
 
 
 def _batch_stated(lay: dict) -> bool:
@@ -473,6 +476,9 @@ def grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
     reduce = grad_reduce_precision(stated)
     if reduce is None and stated:
         notes.append(f"gradient reduction {stated!r} not read: the framework's default kept")
+    elif reduce is None:
+        notes.append("gradient reduction not stated: " + ("FP32 (Megatron-LM's)" if r.megatron
+                                                          else "in the gradients' precision (the tool's default)"))
     if reduce == "fp32" or (r.megatron and reduce is None):
         # Megatron-LM arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32";
         # other frameworks say so in layout.grad_reduce (PyTorch FSDP's reduce_dtype), and a Megatron-family run
@@ -498,6 +504,10 @@ def framework_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
         ov.update(tp=0.0, cp=0.0, ep=0.0)
         if "dp/pp overlap" not in text_of(r.whole.get("notes")):
             ov.update(pp=0.0, dp=0.0)
+        if r.layout.get("overlap") is None:
+            notes.append("overlap not stated: none (Megatron-LM's default flags, as MegaScale's baseline ran)")
+    elif r.layout.get("overlap") is None:
+        notes.append("overlap not stated: the tool's defaults (DP and PP in the windows the schedule leaves)")
 
 
 def stated_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
