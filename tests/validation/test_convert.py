@@ -403,3 +403,14 @@ def test_an_mfu_may_be_against_the_gpus_fp8_peak_by_name():
     case = _case({"measured": {"mfu_pct": 25, "peak_tflops": "fp8", "flops_convention": "causal"}})
     assert case.measured_step_s == pytest.approx(causal * 2048 / (0.25 * 1979e12))
     assert case.measured_mfu == pytest.approx(0.25 * 1979 / 989)
+
+
+@pytest.mark.parametrize("name, layers", [
+    ("Llama 3.1 405B (proxy: 32 layers)", 32),  # the issue's spelling: that model with 32 layers
+    ("Llama 3.1 405B (recipe proxy, 8 of 126 layers)", 8),  # the DGX Cloud recipes' own wording
+    ("Llama 3.1 405B", 126),  # no note: the catalog row's depth
+])
+def test_a_proxy_named_in_the_model_name_has_its_layers(name, layers):
+    case = _case({"model": {"name": name, "seq_len": 8192}})
+    assert case.scenario.model.num_layers == layers and case.scenario.model.hidden_size == 16384  # the row's width
+    assert any(a.startswith("layers from the model's name") for a in case.assumptions) == (layers != 126)

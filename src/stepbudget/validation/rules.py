@@ -78,11 +78,20 @@ def _from_row(sc: dict, field: str) -> bool:
 
 # -- the model and the cluster ---------------------------------------------------------------------------------
 
+PROXY_LAYERS = r"\([^)]*?\b(\d+)(?:\s+of\s+\d+)?\s+layers?\b[^)]*\)"
+"""A note in a model's name that gives the layers a proxy of it runs: "(proxy: 32 layers)", "(recipe proxy, 8 of
+126 layers)" (the DGX Cloud recipes' and MLPerf's reduced-depth configs)."""
+
+
 def model_shape(r: StatedRun, sc: dict, notes: list[str]) -> None:
     m, model = r.model, sc.setdefault("model", {})
     model["name"] = str(m.get("name", "model"))
     # each stated, or from the catalog row (required() saw one of them has it)
     model.update({field: m[name] for name, field in SHAPE_FIELDS.items() if m.get(name) is not None})
+    proxy = re.search(PROXY_LAYERS, model["name"], re.IGNORECASE)
+    if m.get("layers") is None and proxy:  # "Llama 3.1 405B (proxy: 32 layers)": that model with 32 layers
+        model["num_layers"] = int(proxy.group(1))
+        notes.append(f"layers from the model's name: {proxy.group(1)} (a proxy of its catalog row)")
     if m.get("kv_heads"):
         model["num_kv_heads"] = m["kv_heads"]
     if m.get("head_dim"):
