@@ -91,6 +91,16 @@ NOT_FITTING = {
 DISAGREEING = {
     # torchtitan's A100 MFU (312 TFLOP/s peak, its 6N + 12 L h s count) puts the step 5.2 % from the printed one
     "torchtitan_llama3_8b_a100_64gpu_fsdp_sacop_bf16",
+    # the DGX Cloud v25.02 Nemotron-4 READMEs count the attention projections as full multi-head ("model flops for
+    # GBS=1"), where the model groups its queries: their MFU puts the step 11.4 % (15B) and 14.6 % (340B) short
+    *(f"dgxc2502_nemotron4_{size}_{prec}_{gpus}gpu" for size, counts in (("15b", (16, 32, 64, 128, 256, 512, 1024, 2048)),
+                                                                        ("340b", (128, 256, 512, 1024, 2048)))
+      for prec in ("bf16", "fp8") for gpus in counts),
+    # the fms-fsdp blog's MFU and its tokens/s disagree by 5-8 % on its own rows (its FLOP count is not printed)
+    "fmsfsdp_blog_llama2_34b_a100_128gpu", "fmsfsdp_blog_llama2_34b_h100_96gpu", "fmsfsdp_blog_llama2_70b_a100_128gpu",
+    "fmsfsdp_blog_llama2_70b_h100_96gpu", "fmsfsdp_blog_llama2_7b_h100_96gpu",
+    # GPT-OSS alternates sliding-window and full attention, which the causal count takes as full: +26 %
+    "mbridge_gptoss_120b_h100_64gpu_bf16",
 }
 """Runs one of whose printed figures puts the step more than ``AGREEMENT`` from the one used (each noted)."""
 
@@ -116,6 +126,7 @@ def test_every_figure_a_run_prints_gives_the_same_step(path):
 
 
 def test_printed_throughputs_are_read_on_most_runs():
-    # most sources print a throughput beside the step: each becomes a step the test above compares
+    # most sources print a throughput beside the step: each becomes a step the test above compares (275 of the 369
+    # runs that predict; a step a file's writer derived from the throughput is no figure of the source's)
     checked = [r for p in FILES for r in _rows(p) if len(r.case.measured_figures) > 1]
-    assert len(checked) >= 300
+    assert len(checked) >= 270
