@@ -104,3 +104,10 @@ def test_a_node_of_another_size_keeps_the_rows_nics_per_gpu():
     sc = build({**JOB, "cluster": {"gpus": 64, "gpu": "h200-sxm", "gpus_per_node": 4}, "layout": {"tp": 4, "pp": 4, "dp": 4}})
     assert (sc.cluster.gpus_per_node, sc.cluster.nics_per_node, sc.cluster.nic_Bps_per_gpu) == (4, 4, 50e9)
     assert sc.sources["cluster.nics_per_node"].origin == Origin.HARDWARE
+
+
+def test_a_copy_with_changes_states_its_whole_self():
+    # model_copy(update=...) bypasses completion: what the original stated no longer describes the copy
+    copy = load("llama3-405b").model_copy(update={"name": "mine"})
+    assert {s.origin for s in copy.sources.values()} == {Origin.STATED}
+    assert copy.sources["layout.recompute"].where == "given" and copy.edit(layout={"pp": 8, "dp": 256}).layout.pp == 8

@@ -14,7 +14,7 @@ from typing import Any, cast
 import yaml
 from pydantic import PrivateAttr, ValidationError, model_validator
 
-from stepbudget.enums import AttentionKernel, DataParallel, EPKind, RateScope, Recompute, Schedule
+from stepbudget.enums import AttentionKernel, DataParallel, EPKind, Origin, RateScope, Recompute, Schedule
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.complete import Path as FieldPath
 from stepbudget.inputs.complete import Source, Stated, complete, provenance
@@ -82,8 +82,12 @@ class Scenario(Frozen):
 
     @property
     def sources(self) -> dict[str, Source]:
-        """Where each field's value came from (dotted field -> Source), in the order ``show`` prints them."""
-        return self._sources or provenance(self.model_dump(mode="json"), {})
+        """Where each field's value came from (dotted field -> Source), in the order ``show`` prints them; a scenario
+        built from a whole mapping states every field (``given``)."""
+        if self._sources is None:
+            given = self.stated
+            return provenance(self.model_dump(mode="json"), {k: Source(Origin.STATED, w) for k, w in given.where.items()})
+        return self._sources
 
     @property
     def rate_basis(self) -> "Scenario":
