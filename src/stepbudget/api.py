@@ -200,7 +200,7 @@ def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] =
     from stepbudget.views.tables import budget_dict, budget_tables, train_dict, train_lines
 
     if tokens is not None and (not math.isfinite(tokens) or tokens <= 0):
-        raise ValueError(f"tokens: {tokens!r}; give a positive number of tokens, e.g. 15T")
+        raise ValueError(f"tokens: {tokens:g} is not a number of tokens; give a positive count such as 15T or 300B")
     sc = scenario_of(scenario, sets)
     plan = derive(sc)
     b, mem = estimate(plan), memory_per_gpu(plan)

@@ -42,7 +42,8 @@ MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
 switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
 
 
-FLAGS = {"group_by": "--group-by", "params": "--params", "bootstrap": "--bootstrap", "steps x replicas": "--steps x --replicas",
+FLAGS = {"tokens": "--tokens",
+         "group_by": "--group-by", "params": "--params", "bootstrap": "--bootstrap", "steps x replicas": "--steps x --replicas",
          "sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
          "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
          "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
@@ -113,7 +114,7 @@ def _show(as_json: bool, result: api.Result, wrote: Iterable = (), more: Iterabl
 def _budget(scenario: str, sets: list[str] | None, as_json: bool, tokens: float | None = None) -> None:
     try:
         result = api.step_budget(scenario, sets=sets or [], tokens=tokens)
-    except (ScenarioError, UnitError) as e:
+    except ValueError as e:  # a scenario's problems, or --tokens refused by the library
         fail(str(e))
     _show(as_json, result)
 
@@ -146,9 +147,8 @@ def models(as_json: AsJson = False) -> None:
 def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None, as_json: AsJson = False) -> None:
     """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML, each field with where its
     value came from: stated, model catalog, hardware or tool default. What budget evaluates."""
-    from stepbudget.views.provenance import provenance_dict, show_yaml
-
     from stepbudget.sweep.calibrate import carried
+    from stepbudget.views.provenance import provenance_dict, show_yaml
 
     sets = _profiled(sets, profile)
     sc = carried(_load(scenario, sets))[0]  # a job changed from the one its whole-step rate was measured on: as it runs
@@ -171,8 +171,6 @@ def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile:
             count = parse(tokens, "count")
         except UnitError as e:
             fail(f"--tokens: {e}; give a token count such as 15T or 300B")
-        if not count > 0:
-            fail(f"--tokens: {tokens!r} is not a number of tokens; give a positive count such as 15T or 300B")
     _budget(scenario, sets, as_json, count)
 
 

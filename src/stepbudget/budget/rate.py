@@ -12,7 +12,6 @@ from __future__ import annotations
 from stepbudget.budget.step import kernel_rate
 from stepbudget.enums import RateScope
 from stepbudget.inputs.scenario import Scenario
-from stepbudget.plan.derive import derive
 
 __all__ = ["kernel_scenario"]
 
@@ -22,8 +21,6 @@ def kernel_scenario(sc: Scenario) -> tuple[Scenario, float | None]:
     if sc.cluster.rate_scope == RateScope.KERNEL:
         return sc, None
     rate = kernel_rate(sc)
-    basis = sc.rate_basis
-    where = (f"the kernel rate that reproduces the step {basis.name} measured at "
-             f"{derive(basis).flops_rate / 1e12:.4g} TFLOP/s a step (budget/step.py kernel_rate)")
+    where = f"the kernel rate that reproduces the step {sc.rate_basis.name} measured (budget/step.py kernel_rate)"
     kernel = {"achieved_flops": rate, "achieved_fraction": None, "rate_scope": RateScope.KERNEL.value}
     return sc.edit({"cluster": kernel}, where=where), rate

@@ -232,7 +232,7 @@ def _within_step_rate(plan: Plan) -> Budget:
                                bubble_in_rate=True, contention_s=zero, step_overhead_s=zero, kernel=kernel)
 
 
-def measured_step_s(plan: Plan) -> float:
+def _measured_step_s(plan: Plan) -> float:
     """The step a whole-step rate measures on the plan's own job: every FLOP at that rate, plus the DP exchange
     left exposed at the step's edges, which no rate averaged over the step's compute holds."""
     xs = exchanges(plan)
@@ -253,7 +253,7 @@ def kernel_rate(sc: Scenario) -> float:
 @functools.lru_cache(maxsize=256)
 def _basis_kernel_rate(basis: Scenario) -> float:
     plan = derive(basis)
-    measured, step_rate = measured_step_s(plan), float(plan.flops_rate)
+    measured, step_rate = _measured_step_s(plan), float(plan.flops_rate)
 
     def step_at(rate: float) -> float:  # only the rate and its scope change: the plan is derived once
         return float(_kernel_budget(dataclasses.replace(plan, flops_rate=rate, rate_scope=RateScope.KERNEL)).step_s)

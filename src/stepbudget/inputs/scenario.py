@@ -462,9 +462,14 @@ def format_sets(changes: Mapping[str, Any], prefix: FieldPath = ()) -> list[str]
         elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) for v in value):
             out.append(f"{'.'.join(path)}=[{','.join(str(v) for v in value)}]")  # a shell word: [tp,cp,pp,dp]
         else:
-            text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
-            out.append(f"{'.'.join(path)}={text.removesuffix('...').strip()}")
+            out.append(f"{'.'.join(path)}={flow_yaml(value)}")
     return out
+
+
+def flow_yaml(value: Any) -> str:
+    """One value as YAML on one line (flow style), as a ``--set`` or a YAML file reads it back."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1_000_000, allow_unicode=True).strip().removesuffix(
+        "...").strip()
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from stepbudget.budget.rate import kernel_scenario
-from stepbudget.budget.step import Budget, estimate
 from stepbudget.enums import RateScope
 from stepbudget.inputs.scenario import RATE_FIELDS, Scenario
-from stepbudget.plan.derive import derive
 
 NAME_FIELDS = ("name", "description", "source")
 """Fields that change nothing a step costs."""
@@ -42,9 +40,3 @@ def carried(sc: Scenario) -> tuple[Scenario, float | None]:
         return sc, None
     return kernel_scenario(sc)
 
-
-def kernel_view(sc: Scenario) -> Budget | None:
-    """The budget of a whole-step-rate scenario at the kernel rate that reproduces its step: the same step split
-    into compute, bubble and exposed time as ``scale``, ``search`` and ``whatif`` see it. None when ``sc``'s rate
-    is already a kernel rate."""
-    return estimate(derive(sc)).kernel

@@ -41,6 +41,10 @@ class Family:
     """What the family offers when a run does not fit, in the order it is assumed."""
 
 
+MEGATRON = "Megatron-LM"
+"""The family of the frameworks built on Megatron-LM (Megatron-Core, NeMo, Megatron-Bridge, MegaScale): ranks laid out
+TP innermost, then CP, EP/DP, and PP outermost."""
+
 _MEGATRON_DISTOPT = Step("dp_kind", "zero1", "distributed optimizer",
                          "Megatron-LM arguments.py --use-distributed-optimizer")
 _ZERO1 = Step("dp_kind", "zero1", "ZeRO stage 1", "DeepSpeed zero_optimization.stage 1")
@@ -51,7 +55,7 @@ FAMILIES = (
            "DeepSpeed's default: zero_optimization.stage 0, deepspeed/runtime/zero/config.py",
            (_ZERO1, Step("recompute", "full", "full activation checkpointing",
                          "DeepSpeed activation_checkpointing, Megatron-DeepSpeed --checkpoint-activations"))),
-    Family("Megatron-LM", r"megatron|megascale|nemo", "ddp",
+    Family(MEGATRON, r"megatron|megascale|nemo", "ddp",
            "Megatron-LM's default: --use-distributed-optimizer is off, arguments.py",
            (_MEGATRON_DISTOPT,
             Step("recompute", "selective", "selective recompute", "Megatron-LM arguments.py --recompute-activations"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from stepbudget.inputs import catalog
 from stepbudget.inputs.hardware import named_gpu
 from stepbudget.units import parse
-from stepbudget.validation.families import Family, family_of
+from stepbudget.validation.families import MEGATRON, Family, family_of
 
 MFU_CONVENTION = {
     "MegaScale": "noncausal",  # MegaScale §6: Megatron's 72BLsh^2(1 + s/6h + V/12hL): full score matrix, logits
@@ -43,9 +43,6 @@ MFU_CONVENTION = {
 
 CONVENTIONS = ("6N", "causal", "noncausal")
 """The FLOP counts a run's ``measured.flops_convention`` may name (plan/flops.py ``model_counts``)."""
-
-MEGATRON_FAMILY = ("megatron", "megascale", "nemo")
-"""Frameworks built on Megatron-LM: ranks are laid out TP innermost, then CP, EP/DP, and PP outermost."""
 
 NVLINK_BUSBW_SHARE = 370 / 450
 """Share of NVLink's line rate NCCL collectives reach (nccl-tests issue 212, NCCL maintainer: H100 ~370 of 450 GB/s)."""
@@ -133,9 +130,8 @@ class StatedRun:
 
     @property
     def megatron(self) -> bool:
-        """Built on Megatron-LM (``MEGATRON_FAMILY``); Megatron-DeepSpeed keeps DeepSpeed's own layout."""
-        fw = self.framework.lower()
-        return any(k in fw for k in MEGATRON_FAMILY) and "deepspeed" not in fw
+        """Built on Megatron-LM (its family in families.py); Megatron-DeepSpeed is DeepSpeed's and keeps its layout."""
+        return self.family.name == MEGATRON
 
     @property
     def family(self) -> Family:

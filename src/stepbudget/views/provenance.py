@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from stepbudget.inputs.scenario import Scenario
+from stepbudget.inputs.scenario import Scenario, flow_yaml
 from stepbudget.sweep.assumptions import Assumption
 from stepbudget.units import fmt_time
 
@@ -19,11 +18,6 @@ from stepbudget.units import fmt_time
 def provenance_dict(sc: Scenario) -> dict[str, dict[str, str]]:
     """Dotted field -> {"origin": stated | model catalog | hardware | tool default, "where": preset, file, row}."""
     return {name: source.to_dict() for name, source in sc.sources.items()}
-
-
-def _scalar(value: Any) -> str:
-    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000, allow_unicode=True).strip()
-    return text.removesuffix("...").strip()
 
 
 def show_yaml(sc: Scenario) -> str:
@@ -38,7 +32,7 @@ def show_yaml(sc: Scenario) -> str:
                 lines.append((f"{indent}{key}:", ""))
                 walk(value, (*path, key), indent + "  ")
             else:
-                lines.append((f"{indent}{key}: {_scalar(value)}", str(sources.get(name, ""))))
+                lines.append((f"{indent}{key}: {flow_yaml(value)}", str(sources.get(name, ""))))
 
     walk(sc.model_dump(mode="json"), (), "")
     width = min(max(len(text) for text, note in lines if note), 72)
@@ -61,6 +55,6 @@ def assumptions_table(assumed: list[Assumption]) -> Table | str:
     for col, just in columns:
         t.add_column(col, justify=just)
     for a in assumed:
-        t.add_row(a.field, *(f"{v:.3g}" if isinstance(v, float) else _scalar(v) for v in (a.value, a.instead)),
+        t.add_row(a.field, *(f"{v:.3g}" if isinstance(v, float) else flow_yaml(v) for v in (a.value, a.instead)),
                   Text(f"{fmt_time(a.step_s)} ({a.change:+.1%})", style="red" if a.change > 0 else "green"), a.why)
     return t

@@ -127,7 +127,7 @@ def summary_table(budget: Budget) -> Table:
     t.add_column(style="dim")
     t.add_row("compute per GPU", fmt_flop(d["flops_per_gpu"]), f"{sc.flops.convention} count")
     if k is not None:
-        t.add_row("compute time", fmt_time(d["compute_s"]), _in_rate(budget, k))
+        t.add_row("compute time", fmt_time(d["compute_s"]), _in_rate(budget, k, d.get("carried_rate_flops") is None))
         t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
                   f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches; inside the compute time")
     else:
@@ -161,12 +161,12 @@ def summary_table(budget: Budget) -> Table:
     return t
 
 
-def _in_rate(budget: Budget, kernel: Budget) -> str:
-    """What a whole-step rate's compute time holds: the kernels at their rate, the bubble, the critical-path exchanges."""
+def _in_rate(budget: Budget, kernel: Budget, as_measured: bool) -> str:
+    """What a whole-step rate's compute time holds: the kernels at their rate, the bubble, the critical-path exchanges
+    (``as_measured``: the job is the one the rate was measured on)."""
     f = lambda x: float(np.asarray(x))  # noqa: E731
     waits = f(budget.compute_s) - f(kernel.compute_s) - f(kernel.bubble_s)
-    rate = budget.plan.flops_rate
-    measured = (f"at the measured {fmt_flops(float(rate))} whole-step rate" if not changed_job(budget.plan.scenario)
+    measured = (f"at the measured {fmt_flops(f(budget.plan.flops_rate))} whole-step rate" if as_measured
                 else f"at {fmt_flops(f(budget.flops_per_gpu / budget.compute_s))} a step")
     return (f"{measured}: kernels {fmt_time(f(kernel.compute_s))} at {fmt_flops(f(kernel.plan.flops_rate))} + bubble "
             f"{fmt_time(f(kernel.bubble_s))} + critical-path exchanges {fmt_time(waits)}")
