@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stepbudget.views.chapter import FIGURES, build
-from stepbudget.views.chapter.render import write
+from stepbudget.chapter.figures import FIGURES, build
+from stepbudget.views.render import write
 
 
 def _timed(fn, repeats: int) -> float:

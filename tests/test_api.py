@@ -134,7 +134,7 @@ def test_a_public_name_means_one_thing_across_the_packages():
     import importlib
 
     seen: dict[str, tuple[str, object]] = {}
-    for module in ("stepbudget", "stepbudget.sim", "stepbudget.a2a", "stepbudget.enums", "stepbudget.firstorder",
+    for module in ("stepbudget", "stepbudget.sim", "stepbudget.a2a", "stepbudget.enums", "stepbudget.chapter.firstorder",
                    "stepbudget.api"):
         mod = importlib.import_module(module)
         for name in getattr(mod, "__all__", [n for n in vars(mod) if not n.startswith("_")]):

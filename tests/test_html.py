@@ -3,7 +3,7 @@
 import numpy as np
 
 import stepbudget as sb
-from stepbudget import firstorder as fo
+from stepbudget.chapter import firstorder as fo
 from stepbudget.views.tables import budget_dict
 from stepbudget.units import fmt_bytes, fmt_time
 

@@ -1,6 +1,6 @@
-"""Imports run one way: inputs -> plan -> budget -> its analyses (a2a, sim, wire, first-order) -> sweep and
-validation -> views -> the Python API (api.py) -> cli and web. A module may import its own layer and the layers
-below, never above."""
+"""Imports run one way: inputs -> plan -> budget -> its analyses (a2a, sim, wire) -> sweep and validation ->
+views -> the chapter's own layer -> the Python API (api.py) -> cli and web. A module may import its own layer and
+the layers below, never above."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ LAYERS = (
     {"inputs"},
     {"plan"},
     {"budget"},
-    {"a2a", "sim", "wire", "firstorder"},
+    {"a2a", "sim", "wire"},
     {"validation", "sweep"},
     {"views"},
+    {"chapter"},
     {"api"},
     {"cli", "web", "__main__"},
 )

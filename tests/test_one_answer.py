@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import stepbudget as sb
 from stepbudget.cli import app
 from stepbudget.inputs.scenario import format_sets
-from stepbudget.sweep.chapter import FullModel, full_model
+from stepbudget.chapter.panels import FullModel, full_model
 
 KEYS = ("step_s", "compute_s", "bubble_s", "exposed_comm_s", "mfu", "fits", "memory_bytes")
 

@@ -280,7 +280,7 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
     """``scenario`` (a preset name or a file, with ``sets``) and each variant, side by side. ``variants`` maps a
     name to its ``"section.field=value"`` changes (or lists (name, changes) pairs); ``chapter`` puts the chapter's
     cases first (llama3-405b only)."""
-    from stepbudget.sweep.whatif import CHAPTER_CASES
+    from stepbudget.chapter.whatif import CHAPTER_CASES
     from stepbudget.sweep.whatif import whatif as run_whatif
     from stepbudget.views.memory import misfit_lines
     from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table

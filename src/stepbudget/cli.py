@@ -263,7 +263,8 @@ def whatif(
 ) -> None:
     """Compare variants of a scenario side by side, with each one's traffic matrix."""
     sets = _profiled(sets, profile)
-    from stepbudget.sweep.whatif import CHAPTER_CASES, parse_vary
+    from stepbudget.chapter.whatif import CHAPTER_CASES
+    from stepbudget.sweep.whatif import parse_vary
 
     if not vary and not chapter:
         fail("whatif: give at least one --vary 'KEY=VALUE ...' or --chapter")
@@ -616,8 +617,8 @@ def figure(
 ) -> None:
     """One of the chapter's figures or animations, from the library's numbers, as a file."""
     sets = _profiled(sets, profile)
-    from stepbudget.views.chapter import FIGURES, build
-    from stepbudget.views.chapter.render import FORMATS, write
+    from stepbudget.chapter.figures import FIGURES, build
+    from stepbudget.views.render import FORMATS, write
     from stepbudget.views.i18n import LANGS
 
     if lang not in LANGS:

@@ -12,7 +12,7 @@ from stepbudget.enums import Axis
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import step_program
 from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, slowest_of
-from stepbudget.sweep.chapter import ANIMATION_SETS
+from stepbudget.chapter.panels import ANIMATION_SETS
 from stepbudget.wire import wire_of
 
 

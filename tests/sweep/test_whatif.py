@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from stepbudget.cli import app
 from stepbudget.enums import Axis
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.sweep.whatif import CHAPTER_CASES, parse_vary, whatif
+from stepbudget.chapter.whatif import CHAPTER_CASES
+from stepbudget.sweep.whatif import parse_vary, whatif
 
 from _util import rows
 

@@ -9,7 +9,7 @@ import pytest
 from stepbudget import api
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sim.graph import TaskKind
-from stepbudget.views.chapter import render
+from stepbudget.views import render
 from stepbudget.views.moe import heatmap, heatmap_plot
 from stepbudget.views.simulation import _COLORS, step_figure, step_plot
 from stepbudget.views.wire import wire_dict, wire_figure, wire_plot

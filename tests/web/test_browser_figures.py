@@ -8,7 +8,7 @@ import subprocess
 
 from playwright.sync_api import expect
 
-from stepbudget.views.chapter import FIGURES
+from stepbudget.chapter.figures import FIGURES
 from stepbudget.views.i18n import t
 from stepbudget.web.figures import graph_id
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stepbudget.sweep.chapter import Unmapped
-from stepbudget.views.chapter import FIGURES
+from stepbudget.chapter.panels import Unmapped
+from stepbudget.chapter.figures import FIGURES
 from stepbudget.web import figures as figs
 from stepbudget.web.app import create_app
 from stepbudget.web.panels import p52, p55, p56, p57
@@ -43,8 +43,8 @@ def test_the_line_rate_of_panel_5_6_draws_the_nics_at_that_rate():
 
 
 def test_a_step_too_big_for_the_page_says_so_and_gives_the_command():
-    from stepbudget.sweep.chapter import full_model
-    from stepbudget.views.chapter.timeline import TooLarge
+    from stepbudget.chapter.panels import full_model
+    from stepbudget.chapter.figures.timeline import TooLarge
     import pytest
 
     job = figs.of(full_model(405e9, 1024, 2**24, 128, 50e9, 400e12), max_tasks=figs.PAGE_TASKS)

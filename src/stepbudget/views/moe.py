@@ -133,7 +133,7 @@ def alltoall_table(r: MoEReport) -> Table:
 
 def heatmap(r: MoEReport, path: str | os.PathLike) -> None:
     """Write the traffic matrix's heat map (``heatmap_plot``) to ``path``: .html, .png or .svg."""
-    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
+    from stepbudget.views.render import write  # the chapter's package: loaded only to plot
 
     write(heatmap_plot(r), path, "--plot")
 

@@ -1,9 +1,10 @@
-"""ScaleCurve -> JSON-ready dict and a rich table (the `scale` command)."""
+"""ScaleCurve -> JSON-ready dict, a rich table (the `scale` command) and its figure (the chapter's Figure 5.4)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
+import numpy as np
 from rich.table import Table
 from rich.text import Text
 
@@ -11,6 +12,9 @@ from stepbudget.budget.step import Budget
 from stepbudget.sweep.scaling import ScaleCurve
 from stepbudget.units import fmt_bytes, fmt_flops, fmt_time
 from stepbudget.plan.derive import derive
+from stepbudget.views import fmt
+from stepbudget.views.i18n import t
+from stepbudget.views.render import COLORS
 
 
 def scale_dict(curve: ScaleCurve) -> dict:
@@ -68,3 +72,48 @@ def scale_table(curve: ScaleCurve) -> Table:
         t.caption = "\n".join(line for line in lines if line)
         t.caption_justify = "left"
     return t
+
+
+_TIMES = ("compute_s", "bubble_s", "dp_s", "exposed_comm_s", "step_s")
+_SHARES = ("comm_share", "exposed_share", "mfu")
+
+
+def _log_ticks(values: list[float], lang: str) -> dict:
+    """Ticks at 1, 2 and 5 of each decade the values span, labelled as times (100 ms, 1 s): a log axis of
+    seconds is read in ms below 1 s."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return {}
+    lo, hi = np.floor(np.log10(min(positive))), np.ceil(np.log10(max(positive)))
+    ticks = [m * 10.0 ** e for e in np.arange(lo, hi + 1) for m in (1, 2, 5)]
+    ticks = [v for v in ticks if min(positive) / 2 <= v <= max(positive) * 2]
+    return {"tickvals": ticks, "ticktext": [fmt.time(lang, v) for v in ticks]}
+
+
+def scaling_figure(curve: ScaleCurve, lang: str = "en") -> dict:
+    """Figure 5.4 of a scaling curve: time per step by part, and the shares of the step, against the GPU count."""
+    x = [p.gpus for p in curve.points]
+    sc = curve.scenario
+    data = [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
+             "y": [getattr(p, key) for p in curve.points], "line": {"color": COLORS[i]},
+             "customdata": [fmt.time(lang, getattr(p, key)) for p in curve.points],
+             "hovertemplate": t(lang, "fig.5.4.hover", gpus="%{x:,}", value="%{customdata}")
+             + "<extra>%{fullData.name}</extra>"}
+            for i, key in enumerate(_TIMES)]
+    data += [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
+              "y": [getattr(p, key) for p in curve.points], "xaxis": "x2", "yaxis": "y2",
+              "line": {"color": COLORS[5 + i], "dash": "dot"}}
+             for i, key in enumerate(_SHARES)]
+    rate = (t(lang, "fig.5.4.rate.carried", rate=fmt.flops(curve.calibrated_rate)) if curve.calibrated_rate
+            else t(lang, "fig.5.4.rate.kernel", rate=fmt.flops(float(sc.cluster.achieved_flops or sc.peak_gemm_flops))))
+    how = (t(lang, "fig.5.4.researched") if curve.researched else
+           t(lang, "fig.5.4.fixed", **{k: curve.points[0].layout[k] for k in ("tp", "cp", "pp")}))
+    ticks = {"type": "log", "title": {"text": t(lang, "fig.5.4.x")}, "tickvals": x, "ticktext": [f"{n:,}" for n in x]}
+    values = [getattr(p, key) for p in curve.points for key in _TIMES]
+    layout = {"title": {"text": t(lang, f"fig.5.4.title.{curve.mode}", scenario=sc.name, rate=rate, how=how)},
+              "template": "plotly_white", "width": 1100, "height": 520, "legend": {"orientation": "h", "y": -0.2},
+              "xaxis": {**ticks, "domain": [0, 0.45]}, "xaxis2": {**ticks, "domain": [0.55, 1], "anchor": "y2"},
+              "yaxis": {"type": "log", "title": {"text": t(lang, "fig.5.4.y")}, **_log_ticks(values, lang)},
+              "yaxis2": {"title": {"text": t(lang, "fig.5.4.y2")}, "tickformat": ".0%", "range": [0, 1],
+                         "anchor": "x2"}}
+    return {"data": data, "layout": layout}

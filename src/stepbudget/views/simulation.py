@@ -104,7 +104,7 @@ def write_trace(r: StepResult, path: str | os.PathLike) -> None:
 
 def step_figure(r: StepResult, path: str | os.PathLike) -> None:
     """Write the simulated step's timeline (``step_plot``) to ``path``: .html, .png or .svg."""
-    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
+    from stepbudget.views.render import write  # the chapter's package: loaded only to plot
 
     write(step_plot(r), path, "--plot")
 

@@ -9,7 +9,7 @@ from stepbudget.sweep.grid import GPUS
 from stepbudget.sweep.point import COLUMNS
 from stepbudget.sweep.report import SweepReport
 from stepbudget.units import fmt_time
-from stepbudget.views.chapter.figures import COLORS
+from stepbudget.views.render import COLORS
 
 
 
@@ -126,6 +126,6 @@ def report_figure(r: SweepReport) -> dict:
 
 
 def write_report_figure(r: SweepReport, path: str) -> None:
-    from stepbudget.views.chapter.render import write
+    from stepbudget.views.render import write
 
     write(report_figure(r), path, "--plot")

@@ -11,6 +11,9 @@ from rich.text import Text
 
 from stepbudget.units import fmt_time
 from stepbudget.validation.compare import Row, Summary
+from stepbudget.views import fmt
+from stepbudget.views.i18n import t
+from stepbudget.views.render import COLORS
 
 
 def validation_dict(rows: list[Row], summaries: list[Summary], calibrated: list[Summary] | None = None,
@@ -182,8 +185,7 @@ def skipped_lines(rows: list[Row]) -> list[str]:
 def figure_5_5(rows: list[Row], path: str | os.PathLike, profile: str | None = None) -> None:
     """Measured MFU against GPUs with the model's predictions, one legend entry per system (chapter Figure 5.5);
     with ``profile``, the calibrated predictions."""
-    from stepbudget.views.chapter.measured import validation_figure  # the chapter's figures import this module
-    from stepbudget.views.chapter.render import write
+    from stepbudget.views.render import write
 
     shown = [r.calibrated() for r in rows] if profile else rows
     write(validation_figure(shown, profile=profile), path, "--plot")
@@ -233,3 +235,43 @@ def figure_series(rows: list[Row]) -> dict[Series, list[Row]]:
         else:
             out[Series(name, model, None, seq_len)] = [r for members in by_batch.values() for r in members]
     return out
+
+
+def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...] | None = None,
+                      profile: str | None = None) -> dict:
+    """Figure 5.5: measured MFU (solid) and predicted (dotted) against GPUs, one legend entry per system; a
+    system with several series (a model, a batch) has one line each, grouped under its entry. ``profile``
+    names the calibration the predictions carry, in the legend."""
+    if sources is not None:
+        rows = [r for r in rows if r.case.source in sources]
+    systems: dict[str, int] = {}
+    data: list[dict] = []  # plotly traces, plain dicts like the figure itself
+    for series, members in figure_series(rows).items():
+        members = sorted(members, key=lambda r: r.case.gpus)
+        system = series.system
+        extra = [t(lang, "fig.5.5.batch", tokens=f"{series.batch_tokens / 1e6:.3g}")] if series.batch_tokens else []
+        extra += [t(lang, "fig.5.5.seq", seq=fmt.number(series.seq_len))] if series.seq_len else []
+        name = t(lang, "fig.5.5.series", system=system, detail=t(lang, "app.list_sep").join([series.model, *extra]))
+        first = system not in systems
+        i = systems.setdefault(system, len(systems))
+        x = [r.case.gpus for r in members]
+        for kind, y, dash, symbol in (("measured", [r.case.measured_mfu for r in members], "solid", "circle"),
+                                      ("predicted", [r.predicted_mfu for r in members], "dot", "circle-open")):
+            data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "legendgroup": system,
+                         "name": system, "showlegend": first and kind == "measured",
+                         "line": {"color": COLORS[i % len(COLORS)], "dash": dash},
+                         "marker": {"symbol": symbol, "size": 8},
+                         "customdata": [[t(lang, f"fig.5.5.{kind}"), name] for _ in members],
+                         "hovertemplate": t(lang, "fig.5.5.hover", series="%{customdata[1]}", gpus="%{x:,}",
+                                            kind="%{customdata[0]}", mfu="%{y:.1%}") + "<extra></extra>"})
+    for kind, dash, symbol in (("measured", "solid", "circle"), ("predicted", "dot", "circle-open")):
+        key = t(lang, "fig.5.5.calibrated_key", profile=profile) if profile and kind == "predicted" \
+            else t(lang, f"fig.5.5.{kind}_key")
+        data.append({"type": "scatter", "mode": "lines+markers", "x": [None], "y": [None], "name": key,
+                     "line": {"color": "#555555", "dash": dash},
+                     "marker": {"symbol": symbol, "size": 8}, "legendgroup": kind})
+    layout = {"title": {"text": t(lang, "fig.5.5.title", runs=sum(len(d["x"]) for d in data[:-2]) // 2)},
+              "template": "plotly_white", "width": 1000, "height": 560, "legend": {"orientation": "h", "y": -0.15},
+              "xaxis": {"type": "log", "title": {"text": t(lang, "fig.5.5.x")}},
+              "yaxis": {"title": {"text": t(lang, "fig.5.5.y")}, "tickformat": ".0%", "range": [0, 1]}}
+    return {"data": data, "layout": layout}

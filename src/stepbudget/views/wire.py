@@ -58,7 +58,7 @@ def wire_table(w: Wire) -> Table:
 
 def wire_figure(w: Wire, path: str | os.PathLike) -> None:
     """Write the NIC's rate over the steps (``wire_plot``) to ``path``: .html, .png or .svg."""
-    from stepbudget.views.chapter.render import write  # the chapter's package: loaded only to plot
+    from stepbudget.views.render import write  # the chapter's package: loaded only to plot
 
     write(wire_plot(w), path, "--plot")
 

@@ -1,8 +1,8 @@
 """The chapter's figures in the panels: each panel names its figures and how its controls choose their job.
 
 A panel lists ``(figure ID, job)`` pairs, where ``job(values)`` turns the panel's read controls into what
-``views.chapter.build`` takes: a scenario (None for the figure's own), overrides and options, or an
-``Unmapped`` (sweep/chapter.py) when the controls name no job. Each figure has its own callback, so that the
+``chapter.figures.build`` takes: a scenario (None for the figure's own), overrides and options, or an
+``Unmapped`` (chapter/panels.py) when the controls name no job. Each figure has its own callback, so that the
 panel's numbers do not wait for a simulated step; a field that does not read leaves the figure as it was.
 """
 
@@ -15,11 +15,11 @@ from typing import Callable
 from dash import Input, Output, State, dcc, html, no_update
 
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.sweep.chapter import FullModel, Unmapped
+from stepbudget.chapter.panels import FullModel, Unmapped
 from stepbudget.units import UnitError
 from stepbudget.views import fmt
-from stepbudget.views.chapter import FIGURES, build
-from stepbudget.views.chapter.timeline import TooLarge
+from stepbudget.chapter.figures import FIGURES, build
+from stepbudget.chapter.figures.timeline import TooLarge
 from stepbudget.views.i18n import t
 from stepbudget.web.fields import FieldError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import html
 
-from stepbudget.sweep.chapter import Unmapped
+from stepbudget.chapter.panels import Unmapped
 from stepbudget.views import fmt
 from stepbudget.web.components import PanelProblem
 from stepbudget.web.fields import Field
@@ -51,7 +51,7 @@ def _dp_how(lang: str, v: dict) -> str:
 
 
 def reason(lang: str, code: str, v: dict) -> str:
-    """One way the full model's step differs from the first-order one (sweep/chapter.py), in words."""
+    """One way the full model's step differs from the first-order one (chapter/panels.py), in words."""
     time = lambda x: fmt.time(lang, x)  # noqa: E731
     values = {
         "rate_scope": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"])},

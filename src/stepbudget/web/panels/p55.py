@@ -5,7 +5,7 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
 
-from stepbudget import firstorder as fo
+from stepbudget.chapter import firstorder as fo
 from stepbudget.a2a.report import layer_inputs
 from stepbudget.inputs.scenario import load
 from stepbudget.web import components as ui

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 import stepbudget as sb
 from stepbudget.cli import app
-from stepbudget.firstorder import balance
+from stepbudget.chapter.firstorder import balance
 from stepbudget.plan.derive import derive
-from stepbudget.views.chapter import FIGURES, build
+from stepbudget.chapter.figures import FIGURES, build
 from stepbudget.views.i18n import t
 from stepbudget.units import BITS_PER_BYTE
 

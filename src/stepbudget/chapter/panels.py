@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stepbudget import firstorder as fo
+from stepbudget.chapter import firstorder as fo
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate

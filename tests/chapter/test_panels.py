@@ -1,14 +1,14 @@
-"""The chapter's panels against the full model (sweep/chapter.py, sweep/dimensions.py, whatif.panel_whatif)."""
+"""The chapter's panels against the full model (chapter/panels.py, chapter/dimensions.py, chapter/whatif.py)."""
 
 import dataclasses
 
 import pytest
 
 import stepbudget as sb
-from stepbudget import firstorder as fo
-from stepbudget.sweep import dimensions as dims
-from stepbudget.sweep.chapter import Unmapped, compare, dp_differs, dp_totals, full_model
-from stepbudget.sweep.whatif import panel_whatif
+from stepbudget.chapter import firstorder as fo
+from stepbudget.chapter import dimensions as dims
+from stepbudget.chapter.panels import Unmapped, compare, dp_differs, dp_totals, full_model
+from stepbudget.chapter.whatif import panel_whatif
 
 LLAMA = dict(N=405e9, G=16384, B=2**24, M=128, nic_Bps=50e9, F=400e12)
 
@@ -110,7 +110,7 @@ def test_panel_whatif_prints_as_the_whatif_command():
     from typer.testing import CliRunner
 
     from stepbudget.cli import app
-    from stepbudget.sweep.whatif import whatif_command
+    from stepbudget.chapter.whatif import whatif_command
 
     variants = panel_whatif(141e9, moe=True)
     args = shlex.split(whatif_command("llama3-405b", variants))[1:]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.sweep.chapter import ANIMATION_SETS
-from stepbudget.views.chapter import figures, measured, timeline, traffic
+from stepbudget.chapter.panels import ANIMATION_SETS
+from stepbudget.chapter.figures import analytic, measured, timeline, traffic
 from stepbudget.views.i18n import t
 
 
@@ -38,14 +38,14 @@ class Figure:
 
 FIGURES = {f.ident: f for f in (
     Figure("5.1", "llama3-405b", timeline.one_step),
-    Figure("5.2", "llama3-405b", figures.roofline),
-    Figure("5.3", "llama3-405b", figures.ring),
+    Figure("5.2", "llama3-405b", analytic.roofline),
+    Figure("5.3", "llama3-405b", analytic.ring),
     Figure("5.4", "llama3-405b", measured.strong_scaling),
     Figure("5.5", None, measured.measured_points),
     Figure("5.6", "megascale-moe-352b", measured.fused_kernels),
     Figure("5.7", "megascale-moe-352b", traffic.skew_in_one_call),
-    Figure("5.8", "hpn-gpt3-175b", figures.host_nics),
-    Figure("5.9", "llama3-405b", figures.context),
+    Figure("5.8", "hpn-gpt3-175b", analytic.host_nics),
+    Figure("5.9", "llama3-405b", analytic.context),
     Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines, ANIMATION_SETS),
     Figure("anim-5.2", "llama3-405b", traffic.counter_window),
 )}
@@ -68,7 +68,7 @@ def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] 
 
 def _wrap_titles(figure: dict) -> None:
     """Break long titles into lines (plotly does not): about 9 px a Latin letter of its 17 px title font."""
-    from stepbudget.views.chapter.render import wrap
+    from stepbudget.views.render import wrap
 
     columns = int(figure["layout"].get("width", 1000) / 9)
     for holder in [figure["layout"], *(f.get("layout", {}) for f in figure.get("frames", []))]:

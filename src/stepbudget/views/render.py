@@ -16,6 +16,8 @@ from pathlib import Path
 
 from stepbudget.inputs.files import atomic_write
 
+COLORS = ["#3b6ea8", "#d1603d", "#5aa469", "#8e6bb8", "#c49a2c", "#4aa3a1", "#b8527a", "#7a7a7a"]
+"""The figures' palette, one colour a series in order (chapter figures, the commands' --plot)."""
 FORMATS = (".html", ".png", ".svg")
 _DASH = {"dot": ":", "dash": "--", "dashdot": "-.", "solid": "-", None: "-"}
 _SYMBOL = {"circle": "o", "circle-open": "o", "square": "s", "square-open": "s", "line-ns-open": "|", "diamond": "D",

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepbudget import firstorder as fo
+from stepbudget.chapter import firstorder as fo
 from stepbudget.budget.step import estimate
 from stepbudget.inputs.scenario import ScenarioError, load
 from stepbudget.plan.derive import derive
 from stepbudget.sim.collectives import ring_schedule
 from stepbudget.sweep.calibrate import carried
-from stepbudget.sweep.dimensions import rows_of
+from stepbudget.chapter.dimensions import rows_of
 from stepbudget.sweep.whatif import whatif
 from stepbudget.units import BITS_PER_BYTE, fmt_bits_rate
 from stepbudget.views import fmt
 from stepbudget.views.i18n import t
+from stepbudget.views.render import COLORS
 from stepbudget.wire import host_nics as nic_rates
 
-COLORS = ["#3b6ea8", "#d1603d", "#5aa469", "#8e6bb8", "#c49a2c", "#4aa3a1", "#b8527a", "#7a7a7a"]
 DIMS = ("tp", "cp", "pp", "dp")
 
 

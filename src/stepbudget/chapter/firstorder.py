@@ -7,7 +7,7 @@ model: TP x CP x PP), ``D = G / M`` data-parallel group, ``beta`` link bandwidth
 
 Each function broadcasts its inputs once (``np.broadcast_arrays``) and works elementwise: 0-d
 inputs give 0-d answers, arrays give arrays of the broadcast shape. No latency, no bubble, no
-TP, PP or EP traffic: the full model (``budget/step.py``) adds those, and ``sweep/chapter.py``
+TP, PP or EP traffic: the full model (``budget/step.py``) adds those, and ``chapter/panels.py``
 says which of its terms differ for the same inputs.
 """
 

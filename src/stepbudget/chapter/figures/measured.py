@@ -3,67 +3,22 @@ fused kernels against what the model says overlap can give."""
 
 from __future__ import annotations
 
-import numpy as np
 
 from stepbudget.a2a.ratio import moe_layer_times
 from stepbudget.a2a.report import layer_inputs
 from stepbudget.inputs.scenario import load
 from stepbudget.sweep.calibrate import carried
-from stepbudget.sweep.scaling import ScaleCurve, scale
+from stepbudget.sweep.scaling import scale
 from stepbudget.sweep.whatif import whatif
-from stepbudget.validation.compare import Row
 from stepbudget.views import fmt
-from stepbudget.views.chapter.figures import COLORS
+from stepbudget.views.render import COLORS
+from stepbudget.views.scaling import scaling_figure
+from stepbudget.views.validation import validation_figure
 from stepbudget.views.i18n import t
 
 SIZES = (0.5, 1, 2, 4, 8)
 """Figure 5.4's sizes as multiples of the scenario's GPUs: Llama 3 405B's 16,384 halved once and doubled three
 times, 8,192 to 131,072 (chapter 5.4)."""
-
-_TIMES = ("compute_s", "bubble_s", "dp_s", "exposed_comm_s", "step_s")
-_SHARES = ("comm_share", "exposed_share", "mfu")
-
-
-def _log_ticks(values: list[float], lang: str) -> dict:
-    """Ticks at 1, 2 and 5 of each decade the values span, labelled as times (100 ms, 1 s): a log axis of
-    seconds is read in ms below 1 s."""
-    positive = [v for v in values if v > 0]
-    if not positive:
-        return {}
-    lo, hi = np.floor(np.log10(min(positive))), np.ceil(np.log10(max(positive)))
-    ticks = [m * 10.0 ** e for e in np.arange(lo, hi + 1) for m in (1, 2, 5)]
-    ticks = [v for v in ticks if min(positive) / 2 <= v <= max(positive) * 2]
-    return {"tickvals": ticks, "ticktext": [fmt.time(lang, v) for v in ticks]}
-
-
-def scaling_figure(curve: ScaleCurve, lang: str = "en") -> dict:
-    """Figure 5.4 of a scaling curve: time per step by part, and the shares of the step, against the GPU count."""
-    x = [p.gpus for p in curve.points]
-    sc = curve.scenario
-    data = [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
-             "y": [getattr(p, key) for p in curve.points], "line": {"color": COLORS[i]},
-             "customdata": [fmt.time(lang, getattr(p, key)) for p in curve.points],
-             "hovertemplate": t(lang, "fig.5.4.hover", gpus="%{x:,}", value="%{customdata}")
-             + "<extra>%{fullData.name}</extra>"}
-            for i, key in enumerate(_TIMES)]
-    data += [{"type": "scatter", "mode": "lines+markers", "name": t(lang, f"fig.5.4.part.{key}"), "x": x,
-              "y": [getattr(p, key) for p in curve.points], "xaxis": "x2", "yaxis": "y2",
-              "line": {"color": COLORS[5 + i], "dash": "dot"}}
-             for i, key in enumerate(_SHARES)]
-    rate = (t(lang, "fig.5.4.rate.carried", rate=fmt.flops(curve.calibrated_rate)) if curve.calibrated_rate
-            else t(lang, "fig.5.4.rate.kernel", rate=fmt.flops(float(sc.cluster.achieved_flops or sc.peak_gemm_flops))))
-    how = (t(lang, "fig.5.4.researched") if curve.researched else
-           t(lang, "fig.5.4.fixed", **{k: curve.points[0].layout[k] for k in ("tp", "cp", "pp")}))
-    ticks = {"type": "log", "title": {"text": t(lang, "fig.5.4.x")}, "tickvals": x, "ticktext": [f"{n:,}" for n in x]}
-    values = [getattr(p, key) for p in curve.points for key in _TIMES]
-    layout = {"title": {"text": t(lang, f"fig.5.4.title.{curve.mode}", scenario=sc.name, rate=rate, how=how)},
-              "template": "plotly_white", "width": 1100, "height": 520, "legend": {"orientation": "h", "y": -0.2},
-              "xaxis": {**ticks, "domain": [0, 0.45]}, "xaxis2": {**ticks, "domain": [0.55, 1], "anchor": "y2"},
-              "yaxis": {"type": "log", "title": {"text": t(lang, "fig.5.4.y")}, **_log_ticks(values, lang)},
-              "yaxis2": {"title": {"text": t(lang, "fig.5.4.y2")}, "tickformat": ".0%", "range": [0, 1],
-                         "anchor": "x2"}}
-    return {"data": data, "layout": layout}
-
 
 def strong_scaling(lang: str, ref: str, sets: list[str]) -> dict:
     """Figure 5.4: the scenario's layout, its global batch fixed, at the chapter's five sizes."""
@@ -79,48 +34,6 @@ def strong_scaling(lang: str, ref: str, sets: list[str]) -> dict:
 CHAPTER_SOURCES = ("MegaScale", "Llama 3")
 """The measured runs Figure 5.5 draws: MegaScale's Table 2 (MegaScale and Megatron-LM on A100) and Llama 3's
 Table 4 (H100), as the chapter does."""
-
-
-def validation_figure(rows: list[Row], lang: str = "en", sources: tuple[str, ...] | None = None,
-                      profile: str | None = None) -> dict:
-    """Figure 5.5: measured MFU (solid) and predicted (dotted) against GPUs, one legend entry per system; a
-    system with several series (a model, a batch) has one line each, grouped under its entry. ``profile``
-    names the calibration the predictions carry, in the legend."""
-    from stepbudget.views.validation import figure_series
-
-    if sources is not None:
-        rows = [r for r in rows if r.case.source in sources]
-    systems: dict[str, int] = {}
-    data: list[dict] = []  # plotly traces, plain dicts like the figure itself
-    for series, members in figure_series(rows).items():
-        members = sorted(members, key=lambda r: r.case.gpus)
-        system = series.system
-        extra = [t(lang, "fig.5.5.batch", tokens=f"{series.batch_tokens / 1e6:.3g}")] if series.batch_tokens else []
-        extra += [t(lang, "fig.5.5.seq", seq=fmt.number(series.seq_len))] if series.seq_len else []
-        name = t(lang, "fig.5.5.series", system=system, detail=t(lang, "app.list_sep").join([series.model, *extra]))
-        first = system not in systems
-        i = systems.setdefault(system, len(systems))
-        x = [r.case.gpus for r in members]
-        for kind, y, dash, symbol in (("measured", [r.case.measured_mfu for r in members], "solid", "circle"),
-                                      ("predicted", [r.predicted_mfu for r in members], "dot", "circle-open")):
-            data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "legendgroup": system,
-                         "name": system, "showlegend": first and kind == "measured",
-                         "line": {"color": COLORS[i % len(COLORS)], "dash": dash},
-                         "marker": {"symbol": symbol, "size": 8},
-                         "customdata": [[t(lang, f"fig.5.5.{kind}"), name] for _ in members],
-                         "hovertemplate": t(lang, "fig.5.5.hover", series="%{customdata[1]}", gpus="%{x:,}",
-                                            kind="%{customdata[0]}", mfu="%{y:.1%}") + "<extra></extra>"})
-    for kind, dash, symbol in (("measured", "solid", "circle"), ("predicted", "dot", "circle-open")):
-        key = t(lang, "fig.5.5.calibrated_key", profile=profile) if profile and kind == "predicted" \
-            else t(lang, f"fig.5.5.{kind}_key")
-        data.append({"type": "scatter", "mode": "lines+markers", "x": [None], "y": [None], "name": key,
-                     "line": {"color": "#555555", "dash": dash},
-                     "marker": {"symbol": symbol, "size": 8}, "legendgroup": kind})
-    layout = {"title": {"text": t(lang, "fig.5.5.title", runs=sum(len(d["x"]) for d in data[:-2]) // 2)},
-              "template": "plotly_white", "width": 1000, "height": 560, "legend": {"orientation": "h", "y": -0.15},
-              "xaxis": {"type": "log", "title": {"text": t(lang, "fig.5.5.x")}},
-              "yaxis": {"title": {"text": t(lang, "fig.5.5.y")}, "tickformat": ".0%", "range": [0, 1]}}
-    return {"data": data, "layout": layout}
 
 
 def measured_points(lang: str, ref: None, sets: list[str]) -> dict:

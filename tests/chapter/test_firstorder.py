@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepbudget import firstorder as fo
+from stepbudget.chapter import firstorder as fo
 from stepbudget.enums import Axis
 
 from _util import rows
