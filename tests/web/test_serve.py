@@ -67,4 +67,4 @@ def test_another_host_is_warned_about():
     wait_until_up(p, f"http://127.0.0.1:{port}/")
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
-    assert "no authentication" in err.splitlines()[0] and p.returncode == 0
+    assert "no authentication" in err.splitlines()[0] and p.returncode == 0, err
