@@ -107,18 +107,22 @@ class Result:
         """The rich tables and lines the command prints."""
         return [*self._tables(), *([f"profile: {self.profile}"] if self.profile is not None else [])]
 
+    def _recorded(self, width: int) -> Console:
+        """A console that has drawn the tables and shown nothing: in Jupyter, rich would also display each table
+        it prints (force_jupyter=False), and the result would show twice."""
+        with open(os.devnull, "w") as nowhere:
+            console = Console(width=width, record=True, file=nowhere, force_jupyter=False)
+            for item in self.tables():
+                console.print(item)
+        return console
+
     def text(self, width: int = 160) -> str:
         """What the command prints, as plain text."""
-        console = Console(width=width, record=True, file=open(os.devnull, "w"))
-        for item in self.tables():
-            console.print(item)
-        return console.export_text()
+        return self._recorded(width).export_text()
 
     def _repr_html_(self) -> str:
-        console = Console(width=160, record=True, file=open(os.devnull, "w"))
-        for item in self.tables():
-            console.print(item)
-        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
+        return self._recorded(160).export_html(inline_styles=True,
+                                               code_format="<pre style='font-size:12px'>{code}</pre>")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._summary(self.to_dict())}>"
