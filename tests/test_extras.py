@@ -1,6 +1,6 @@
 """The main job runs on the base install; each optional extra, when missing, is one line naming what to install.
 
-The extras (pyproject.toml): fast (numba), plot (plotly, matplotlib), parquet (pyarrow), web (dash). Here they
+The extras (pyproject.toml): fast (numba), plot (plotly, kaleido), parquet (pyarrow), web (dash). Here they
 are hidden from a fresh interpreter (``sys.modules[name] = None``: ``import`` fails and ``find_spec`` finds
 nothing, as when the package was never installed).
 """
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from stepbudget import cli
 
-OPTIONAL = ("numba", "plotly", "matplotlib", "pyarrow", "dash", "pandas")
+OPTIONAL = ("numba", "plotly", "kaleido", "pyarrow", "dash", "pandas")
 PRELUDE = ("import sys\n"
            f"for name in {OPTIONAL!r}:\n"
            "    sys.modules[name] = None\n"

@@ -59,7 +59,7 @@ def test_a_png_is_the_figure_size_and_not_blank(ident, tmp_path):
     layout = figure(ident)["layout"]
     assert (width, height) == (layout["width"], layout["height"])
     assert grey.std() > 10  # drawn: a blank or single-colour image has none
-    assert (grey < 128).mean() > 0.01  # ink, not only a light background
+    assert (grey < 128).mean() > 0.005  # ink, not only a light background (5.8's thin NIC lines: 0.8 %)
 
 
 def test_ring_figure_draws_every_send_and_each_chunk_goes_round():

@@ -1,7 +1,12 @@
 """The commands' --plot figures: each is one plotly dict (read here against the result it draws), written as
-HTML, PNG or SVG by the chapter's render.write; and the converter's parts these figures use."""
+HTML, PNG or SVG by render.write, the images by plotly's own static export in a headless Chromium (one browser for
+the whole test process, as for a command); what the images show is read back from the written SVG."""
 
 from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +31,7 @@ def wire():
 
 
 @pytest.fixture(scope="module")
-def moe():
+def moe():  # the slowest setup here (about 20 s on the 2-core box): computed once, for the figure and its files
     return api.moe("deepseek-v3", skew="zipf:0.8", servers=4, gpus_per_server=8).value
 
 
@@ -128,7 +133,8 @@ def test_the_heat_map_draws_a_line_between_each_two_servers_both_ways(moe):
     assert all(s["type"] == "line" and s["line"]["color"] == "white" for s in shapes)
 
 
-# --- writing -----------------------------------------------------------------------------------------------
+# --- writing ------------------------------------------------------------------------------------------------
+# The first PNG or SVG of the test process starts its browser (about 3 s); every later one reuses it.
 
 
 def _writers(step, wire, moe):
@@ -136,8 +142,21 @@ def _writers(step, wire, moe):
             (heatmap, moe, heatmap_plot(moe))]
 
 
+def _png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's header (its IHDR chunk)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _texts(svg: bytes, kind: str) -> list[str]:
+    """The text of each SVG element of class ``kind`` (plotly's: gtitle, xtitle, ytitle, xtick, ytick, legendtext,
+    cbtitle), its lines joined."""
+    return ["".join(el.itertext()) for el in ET.fromstring(svg).iter() if kind in (el.get("class") or "").split()]
+
+
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".html"])
 def test_each_figure_is_written_whole_in_each_format(suffix, step, wire, moe, tmp_path):
+    # up to 5 s for the first format of a process: its browser starts (3 s), then a step's 8,432 bars (1.5 s)
     for write, result, fig in _writers(step, wire, moe):
         folder = tmp_path / write.__name__
         folder.mkdir()
@@ -145,16 +164,36 @@ def test_each_figure_is_written_whole_in_each_format(suffix, step, wire, moe, tm
         write(result, path)
         assert [p.name for p in folder.iterdir()] == [path.name]  # no temporary file left beside it
         data = path.read_bytes()
+        size = (fig["layout"]["width"], fig["layout"]["height"])
+        title = fig["layout"]["title"]["text"]
         if suffix == ".png":
-            assert data[:8] == b"\x89PNG\r\n\x1a\n"
-            width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-            assert (width, height) == (fig["layout"]["width"], fig["layout"]["height"])  # 100 px an inch
+            assert _png_size(data) == size  # one image pixel a layout pixel
         elif suffix == ".svg":
-            assert b"<svg" in data[:1000] and data.rstrip().endswith(b"</svg>")
+            assert data.startswith(b'<?xml version="1.0" encoding="UTF-8"') and data.rstrip().endswith(b"</svg>")
+            root = ET.fromstring(data)  # well-formed, a file of its own
+            assert (int(root.get("width")), int(root.get("height"))) == size
+            assert _texts(data, "gtitle") == [title.replace("<br>", "")]  # a <br> breaks the title into lines
         else:
-            title = fig["layout"]["title"]["text"]
             assert b"Plotly.newPlot" in data
             assert title.replace("/", "\\u002f").encode() in data  # plotly's JSON writes a / as \u002f
+
+
+def test_an_image_shows_the_axis_titles_legend_and_colour_bar_of_its_figure(step, wire, moe, tmp_path):
+    # about 3 s, most of it the step's 8,432 bars; 3 s more where it is the process's first image
+    drawn = {}
+    for write, result, fig in _writers(step, wire, moe):
+        write(result, tmp_path / f"{write.__name__}.svg")
+        drawn[write.__name__] = (tmp_path / f"{write.__name__}.svg").read_bytes()
+    assert _texts(drawn["step_figure"], "legendtext") == ["fwd", "bwd", "optimizer", "tp", "pp", "dp"]
+    assert _texts(drawn["step_figure"], "xtitle") == ["seconds"]
+    assert "stage 0 compute" in _texts(drawn["step_figure"], "ytick")  # the rows' names on their axis
+    wire_fig = wire_plot(wire)
+    assert _texts(drawn["wire_figure"], "legendtext") == [tr["name"] for tr in wire_fig["data"]]
+    assert (_texts(drawn["wire_figure"], "xtitle"), _texts(drawn["wire_figure"], "ytitle")) == (["seconds"], ["Gb/s"])
+    assert _texts(drawn["heatmap"], "cbtitle") == ["MB per layer call"]  # the colour bar, with its title
+    assert (_texts(drawn["heatmap"], "xtitle"), _texts(drawn["heatmap"], "ytitle")) == (["destination GPU"],
+                                                                                         ["source GPU"])
+    assert b'class="hm"' in drawn["heatmap"]  # the matrix drawn as a heat map image
 
 
 def test_a_missing_folder_is_a_one_line_error_naming_plot(step, wire, moe, tmp_path):
@@ -167,71 +206,116 @@ def test_a_missing_folder_is_a_one_line_error_naming_plot(step, wire, moe, tmp_p
         assert not path.parent.exists()
 
 
-# --- the converter's parts these figures use ---------------------------------------------------------------
+def _animation() -> dict:
+    """Two frames, play buttons and a slider with the margin made for them; the still is the frame "end"."""
+    frames = [{"name": name, "data": [{"x": [x], "y": [y]}], "layout": {"title": {"text": name}}}
+              for name, x, y in (("start", 0, 0), ("end", 1, 2))]
+    steps = [{"method": "animate", "label": f["name"], "args": [[f["name"]]]} for f in frames]
+    return {"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "markers", "name": "point"}],
+            "layout": {"title": {"text": "start"}, "width": 600, "height": 400, "margin": {"t": 130},
+                       "meta": {"still": "end"}, "sliders": [{"steps": steps}],
+                       "updatemenus": [{"type": "buttons", "buttons": [{"label": "Play", "method": "animate",
+                                                                        "args": [None]}]}]},
+            "frames": frames}
 
 
-@pytest.mark.parametrize(("legend", "place"), [
-    ({}, "best"), ({"orientation": "v"}, "best"),
-    ({"x": 1, "y": 0, "xanchor": "right", "yanchor": "bottom"}, "lower right"),
-    ({"xanchor": "left", "yanchor": "middle"}, "center left"), ({"xanchor": "center", "yanchor": "middle"}, "center"),
-    ({"yanchor": "top"}, "upper left"), ({"xanchor": "center"}, "upper center"),
-])
-def test_a_legend_is_placed_by_its_anchors(legend, place):
-    assert render._legend_place(legend) == place
+def test_an_animation_is_written_at_its_still_without_its_buttons(tmp_path):
+    # under a second, or 3-6 s more where it is the process's first image (the shared browser starts)
+    anim = _animation()
+    render.write(anim, tmp_path / "a.svg")
+    render.write(anim, tmp_path / "a.png")
+    svg = (tmp_path / "a.svg").read_bytes()
+    assert _texts(svg, "gtitle") == ["end"]  # the still's frame, applied over the first
+    assert b"updatemenu-button" not in svg and b"slider-container" not in svg  # a still has nothing to play
+    assert _texts(svg, "ytick") == ["1", "1.5", "2", "2.5", "3"]  # about the still's point (1, 2), not (0, 0)
+    plot = next(el for el in ET.fromstring(svg).iter() if el.get("class") == "bg")
+    assert float(plot.get("y")) < 130  # the plot's top: it takes the room the buttons had
+    assert _png_size((tmp_path / "a.png").read_bytes()) == (600, 400)
+    assert anim["layout"]["title"]["text"] == "start" and "margin" in anim["layout"]  # the figure is untouched
 
 
-def test_margins_in_pixels_place_the_plot_and_figures_without_keep_their_fractions():
-    area = render._area({"width": 1000, "height": 500, "margin": {"l": 100, "r": 50, "t": 40, "b": 60}}, False, 0)
-    assert (area.left, area.bottom) == (0.1, 0.12)
-    assert (area.width, area.height) == pytest.approx((0.85, 0.8))
-    assert render._area({}, False, 0) == render._Area(0.12, 0.1, 0.85, 0.76)
-    assert render._area({}, True, 0.05) == render._Area(0.12, 0.25, 0.85, pytest.approx(0.58))
-    partial = render._area({"height": 1000, "margin": {"t": 50}}, False, 0)
-    assert (partial.left, partial.bottom, partial.bottom + partial.height) == (0.12, 0.1, 0.95)
+# --- the browser ------------------------------------------------------------------------------------------
 
 
-def test_a_still_drops_the_margin_its_buttons_needed():
-    anim = {"data": [{"type": "scatter", "x": [0], "y": [0]}],
-            "layout": {"margin": {"t": 130}, "meta": {"still": "end"}, "title": {"text": "a"}},
-            "frames": [{"name": "end", "data": [{"x": [1], "y": [2]}]}]}
-    still = render._still(anim)
-    assert "margin" not in still["layout"] and still["data"][0]["x"] == [1]
-    assert render._still({"data": [], "layout": {"margin": {"t": 5}}})["layout"]["margin"] == {"t": 5}
+@pytest.fixture
+def fresh_browser(monkeypatch):
+    """A browser of this test's own in place of the process's shared one, so that its start can be watched."""
+    browser = render._Browser()
+    monkeypatch.setattr(render, "_BROWSER", browser)
+    yield browser
+    browser.close()
 
 
-def test_a_named_colour_scale_is_the_colour_map_of_that_name():
-    assert render._colormap("Magma") == "magma"
-    assert render._colormap("Viridis") == "viridis"
-    assert render._colormap(None) == render._colormap([[0, "red"], [1, "blue"]]) == "viridis"
-    assert render._colormap("NoSuchScale") == "viridis"
+def test_without_a_browser_a_png_or_svg_is_one_line_naming_the_option_and_nothing_changes(fresh_browser, monkeypatch,
+                                                                                         tmp_path):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))  # choreographer looks here first
+    with pytest.raises(ScenarioError) as early:
+        render.start("--plot")  # a command learns it before its work
+    for suffix in (".png", ".svg"):
+        path = tmp_path / f"plot{suffix}"
+        path.write_bytes(b"a good file")
+        with pytest.raises(ScenarioError) as e:
+            render.write(_animation(), path, "--plot")
+        message = str(e.value)
+        assert message == str(early.value) and "\n" not in message
+        assert message.startswith("--plot: PNG and SVG are drawn by Chrome or Chromium, and none was found")
+        assert "install chromium" in message and "write .html" in message
+        assert path.read_bytes() == b"a good file"  # written whole or not at all
+    render.write(_animation(), tmp_path / "plot.html", "--plot")  # HTML needs no browser
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.html", "plot.png", "plot.svg"]
 
 
-def test_a_heat_map_has_its_colour_bar_title_and_lies_over_the_grid():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots()
-    render._heatmap(ax, {"z": [[0, 1], [2, 3]], "colorscale": "Magma", "colorbar": {"title": {"text": "MB"}}})
-    (image,) = ax.images
-    assert image.get_cmap().name == "magma" and image.get_zorder() > 1.5  # gridlines are at 1.5
-    assert fig.axes[1].get_ylabel() == "MB"
-    plt.close(fig)
+def test_without_kaleido_a_png_or_svg_says_what_to_install(fresh_browser, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # as when it was never installed
+    with pytest.raises(ScenarioError) as e:
+        render.write(_animation(), tmp_path / "plot.svg", "--plot")
+    assert str(e.value).startswith("--plot: writing PNG or SVG needs kaleido, which is not installed; pip install "
+                                   "'stepbudget[plot]'")
+    assert not list(tmp_path.iterdir())
 
 
-def test_only_bars_thinner_than_a_pixel_are_drawn_unsnapped():
-    import matplotlib
+def test_the_command_without_a_browser_exits_2_with_one_line_and_no_traceback(fresh_browser, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from stepbudget.cli import app
 
-    fig, ax = plt.subplots(figsize=(10, 2), dpi=100)  # about 775 px for 10 s: a 1 ms bar is under a pixel
-    bars = ax.barh([0, 0, 1], [0.001, 2.0, 0.5], 0.8, [1.0, 3.0, 6.0])
-    ax.set_xlim(0, 10)
-    render._unsnap_thin_bars(ax)
-    assert [b.get_snap() for b in bars] == [False, None, None]
-    plt.close(fig)
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    out = tmp_path / "roofline.png"
+    r = CliRunner().invoke(app, ["figure", "5.2", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("stepbudget: error: --out: PNG and SVG are drawn by Chrome or Chromium")
+    assert r.output.count("\n") == 1 and "Traceback" not in r.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_one_browser_draws_every_image_with_nothing_fetched(fresh_browser, monkeypatch, tmp_path):
+    # 3-6 s: a browser of its own starts, to be watched, and draws three images
+    import kaleido
+    import plotly
+
+    made = []
+
+    class Watched(kaleido.Kaleido):
+        def __init__(self, **options):
+            made.append(options)
+            super().__init__(**options)
+
+    monkeypatch.setattr(kaleido, "Kaleido", Watched)
+    # every http(s) request of the browser goes to a closed port: a script fetched from a CDN would fail
+    monkeypatch.setenv("CHOREO_PROXY_SERVER", "http://127.0.0.1:9")
+    figure = {"data": [{"type": "scatter", "x": [0, 1], "y": [0, 1]}],
+              "layout": {"title": {"text": "$E = mc^2$"}, "width": 400, "height": 300}}
+    render.start()
+    for suffix in (".svg", ".png", ".svg"):
+        render.write(figure, tmp_path / f"f{suffix}")
+    assert len(made) == 1  # one browser for all three, started ahead of them
+    assert made[0]["mathjax"] is False  # no MathJax from its CDN: LaTeX stays text
+    assert _texts((tmp_path / "f.svg").read_bytes(), "gtitle") == ["$E = mc^2$"]
+    assert made[0]["plotlyjs"] == Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN's
+    assert made[0]["plotlyjs"].is_file()
+
+
+# --- the MoE heat map's edge case --------------------------------------------------------------------------
 
 
 def test_a_matrix_whose_median_pair_is_zero_says_so_and_no_inf(moe):

@@ -2,9 +2,10 @@
 or not at all.
 
 Every figure is one plotly figure dict, written by ``render.write``: HTML through plotly (its
-script embedded, so the file opens offline), PNG or SVG through its own drawing with matplotlib, so that no
-browser is needed. ``inputs.files.atomic_write`` writes beside the target and renames over it, so a failed plot never leaves
-half a file where a good one was. The scaling curve is the chapter's Figure 5.4 (views/scaling.py).
+script embedded, so the file opens offline), PNG or SVG through plotly's own static export (kaleido, drawing in a
+headless Chrome or Chromium, with nothing fetched). ``inputs.files.atomic_write`` writes beside the target and
+renames over it, so a failed plot never leaves half a file where a good one was. The scaling curve is the chapter's
+Figure 5.4 (views/scaling.py).
 """
 
 from __future__ import annotations
