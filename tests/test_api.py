@@ -143,3 +143,20 @@ def test_a_public_name_means_one_thing_across_the_packages():
                 continue
             where, first = seen.setdefault(name, (module, obj))
             assert first is obj, f"{name} is one thing in {where} and another in {module}"
+
+
+def test_every_name_of_the_chapters_layer_behind_the_door_loads_in_a_fresh_process():
+    # a fresh interpreter: in this one, the modules behind the names are imported already
+    import subprocess
+    import sys
+
+    code = ("from stepbudget import api\n"
+            "for name in api._CHAPTER: print(name, type(getattr(api, name)).__name__)\n"
+            "from stepbudget.api import firstorder, dimensions\n"
+            "print(firstorder.__name__, dimensions.__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(api._CHAPTER) + 1 and lines[-1] == "stepbudget.chapter.firstorder stepbudget.chapter.dimensions"
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        api.nonesuch  # noqa: B018

@@ -64,3 +64,15 @@ def test_a_module_imports_only_its_layer_and_below(path):
         assert theirs in LAYER, f"{module}: the package's public API (stepbudget/__init__) is for users, not modules"
         assert LAYER[theirs] <= LAYER[mine], f"{mine} imports {module}, a layer above it"
         assert (mine, theirs) not in APART, f"{mine} imports {module}"
+
+
+DOORS = sorted([SRC / "cli.py", *(SRC / "web").rglob("*.py")])
+THROUGH_THE_DOOR = ("stepbudget.api", "stepbudget.views", "stepbudget.web")
+"""What the command line and the web app may import of the package: the one door (api.py), the views that format
+what it returns (not the chapter's layer: that is behind the door), and the web app's own modules."""
+
+
+@pytest.mark.parametrize("path", DOORS, ids=[str(p.relative_to(SRC)) for p in DOORS])
+def test_the_cli_and_the_web_app_reach_the_library_only_through_api(path):
+    for module in _imports(path):
+        assert module.startswith(THROUGH_THE_DOOR), f"{path.relative_to(SRC)} imports {module}, not through api.py"

@@ -17,17 +17,28 @@ The CLI calls these functions, so a notebook and a terminal see the same numbers
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 
-from stepbudget.inputs.scenario import Scenario, load, parse_sets
+from stepbudget.inputs.errors import OptionError, ScenarioError  # noqa: F401  the door's error types, with UnitError
+from stepbudget.inputs.scenario import DEFAULT_SCENARIO, Scenario, load, parse_sets
+from stepbudget.units import UnitError, parse
 from stepbudget.plan.calibration import profile_label
+
+MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
+"""Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
+MIN_WINDOW_S, MAX_WINDOW_S = 1e-3, 86_400.0
+"""A counter's poll interval: from 1 ms (finer than any NIC counter polls) to a day."""
+MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
+"""Bursts converging on one switch port (at most the radix of the largest switches, 512 ports, with room) and a
+switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as long work advances (search chunks, simulated pipelines, runs, sizes)."""
@@ -188,10 +199,10 @@ def _ms(x: float | None) -> str:
 
 
 def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (),
-                tokens: float | None = None) -> BudgetResult:
+                tokens: float | str | None = None) -> BudgetResult:
     """``budget``: the step-time budget of ``scenario``: compute, bubble, bytes and time per dimension, exposure, MFU,
     throughput, whether it fits in HBM, and the tool defaults that move its step most. With ``tokens``, also the
-    time and GPU-hours to train on that many tokens.
+    time and GPU-hours to train on that many tokens (a number, or a count as text: ``"15T"``, ``"300B"``).
 
     A whole-step-rate scenario changed by ``sets`` runs at the kernel rate that reproduces its measured job's step,
     whichever way the job is given (a name with ``sets``, a file, a Scenario)."""
@@ -203,8 +214,10 @@ def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] =
     from stepbudget.views.provenance import assumptions_dict, assumptions_table, provenance_dict
     from stepbudget.views.tables import budget_dict, budget_tables, train_dict, train_lines
 
+    if isinstance(tokens, str):
+        tokens = _quantity("tokens", tokens, "count", "give a token count such as 15T or 300B")
     if tokens is not None and (not math.isfinite(tokens) or tokens <= 0):
-        raise ValueError(f"tokens: {tokens:g} is not a number of tokens; give a positive count such as 15T or 300B")
+        raise OptionError("tokens", f"{tokens:g} is not a number of tokens; give a positive count such as 15T or 300B")
     sc = scenario_of(scenario, sets)
     plan = derive(sc)
     b, mem = estimate(plan), memory_per_gpu(plan)
@@ -244,6 +257,11 @@ def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), 
     from stepbudget.sweep.search import search as run_search
     from stepbudget.views.search import search_dict, summary_lines, top_table, why_lines
 
+    if gpus is not None and gpus < 1:
+        raise OptionError("gpus", f"{gpus} is not a GPU count; give a positive integer")
+    if not 1 <= top <= MAX_TOP:
+        raise OptionError("top", f"{top} layouts cannot be printed; give 1 to {MAX_TOP:,} "
+                                 "(--out, out= in Python, writes them all)")
     sc = scenario_of(scenario, sets)
     result = run_search(sc, gpus=gpus, top=top,
                         out=None if out is None else os.fspath(out), uneven_stages=uneven_stages, progress=progress)
@@ -258,16 +276,21 @@ def search(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), 
                         profile=profile_label(sc))
 
 
-def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = None, *, sets: Sequence[str] = (),
-          weak: bool = False, research: bool = False, progress: Progress | None = None) -> ScaleResult:
-    """Strong scaling of ``scenario`` over ``gpus`` (default: its own size); ``weak`` keeps the batch per replica,
-    ``research`` searches the best layout again at each size."""
+def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | str | None = None, *,
+          sets: Sequence[str] = (), weak: bool = False, research: bool = False,
+          progress: Progress | None = None) -> ScaleResult:
+    """Strong scaling of ``scenario`` over ``gpus`` (default: its own size; or a comma-separated text,
+    ``"8192,16384"``); ``weak`` keeps the batch per replica, ``research`` searches the best layout again at each
+    size."""
+    from stepbudget.sweep.scaling import parse_gpus
     from stepbudget.sweep.scaling import scale as run_scale
     from stepbudget.views.memory import misfit_lines
     from stepbudget.views.scaling import scale_dict, scale_table
 
     sc = scenario_of(scenario, sets)
-    curve = run_scale(sc, list(gpus) if gpus is not None else [sc.cluster.gpus], weak=weak, research=research,
+    sizes = parse_gpus(gpus) if isinstance(gpus, str) and gpus.strip() else \
+        list(gpus) if gpus is not None and not isinstance(gpus, str) else [sc.cluster.gpus]
+    curve = run_scale(sc, sizes, weak=weak, research=research,
                       progress=progress)
     misfits = [(f"{p.gpus:,} GPUs", p.memory_bytes, sc.cluster.gpu.hbm_bytes) for p in curve.points if not p.fits]
     return ScaleResult(curve, lambda: {"fits": not misfits, **scale_dict(curve)},
@@ -280,11 +303,13 @@ def scale(scenario: ScenarioLike = "llama3-405b", gpus: Sequence[int] | None = N
 
 def whatif(scenario: str | os.PathLike = "llama3-405b",
            variants: Mapping[str, Sequence[str]] | Sequence[tuple[str, Sequence[str]]] | None = None, *,
-           sets: Sequence[str] = (), chapter: bool = False) -> WhatIfResult:
+           vary: Sequence[str] = (), sets: Sequence[str] = (), chapter: bool = False) -> WhatIfResult:
     """``scenario`` (a preset name or a file, with ``sets``) and each variant, side by side. ``variants`` maps a
-    name to its ``"section.field=value"`` changes (or lists (name, changes) pairs); ``chapter`` puts the chapter's
-    cases first (llama3-405b only)."""
+    name to its ``"section.field=value"`` changes (or lists (name, changes) pairs); each text of ``vary`` is one
+    more variant, its changes separated by spaces as ``--vary`` takes them; ``chapter`` puts the chapter's cases
+    first (llama3-405b only)."""
     from stepbudget.chapter.whatif import CHAPTER_CASES
+    from stepbudget.sweep.whatif import parse_vary
     from stepbudget.sweep.whatif import whatif as run_whatif
     from stepbudget.views.memory import misfit_lines
     from stepbudget.views.whatif import traffic_table, whatif_dict, whatif_table
@@ -292,12 +317,14 @@ def whatif(scenario: str | os.PathLike = "llama3-405b",
     ref = os.fspath(scenario)
     pairs = variants.items() if isinstance(variants, Mapping) else variants or ()
     chosen = [(name, tuple(changes)) for name, changes in pairs]
+    chosen += [(text, parse_vary(text)) for text in vary]
     if chapter:
         if ref not in CHAPTER_CASES:
-            raise ValueError(f"chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}, not {ref!r}")
+            raise OptionError("chapter", f"the chapter's cases are written for {', '.join(CHAPTER_CASES)}; "
+                                         f"give variants of your own for {ref!r}")
         chosen = list(CHAPTER_CASES[ref].items()) + chosen
     if not chosen:
-        raise ValueError("variants: give at least one variant ({'name': ['section.field=value', ...]}) or chapter=True")
+        raise OptionError("variants", "give at least one variant ('KEY=VALUE ...') or the chapter's cases")
     result = run_whatif(ref, list(sets), chosen)
     misfits = [(v.name, float(v.memory.total), v.memory.capacity) for v in result if not bool(v.memory.fits)]
     first = result[0].scenario
@@ -367,7 +394,7 @@ def calibrate(runs: str | os.PathLike | Sequence[str | os.PathLike] | None = Non
     from stepbudget.views.calibration import calibration_dict, calibration_tables
 
     if bootstrap < 0 or bootstrap > 10_000:
-        raise ValueError(f"bootstrap: {bootstrap}; give 0 to 10,000 resamples")
+        raise OptionError("bootstrap", f"{bootstrap}; give 0 to 10,000 resamples")
     paths = _run_paths(runs)
     rows, _ = run_validate(paths, strict=strict)
     fits = run_calibrate([r.case for r in rows], params, by=group_by, rounds=bootstrap, progress=progress)
@@ -390,19 +417,25 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
     also ``steps`` steps, each the slowest of ``replicas`` DP replicas (default: the layout's DP): drawn from a
     bootstrap of up to 64 simulated pipelines, or with ``full`` every replica of every step simulated: spread over
     ``workers`` local Dask processes or the cluster at ``scheduler`` when either is given (the same results)."""
-    from stepbudget.sim.step import (Jitter, check_link_rate, full_tails, monte_carlo, sim_budget, simulate_step,
-                                     tail_growth)
+    from stepbudget.sim.step import (Jitter, check_draws, check_full, check_link_rate, full_tails, monte_carlo,
+                                     sim_budget, simulate_step, tail_growth)
+    from stepbudget.sweep.dist import check_workers
     from stepbudget.budget.memory import memory_per_gpu
     from stepbudget.views.memory import fit_dict, fit_lines
     from stepbudget.views.simulation import links_table, misses_table, simulate_dict, simulate_table, tails_table
 
     jit = Jitter(compute_cv=compute_cv, link_cv=link_cv, straggler_p=straggler_p, straggler_slowdown=straggler_slowdown)
     check_link_rate(link_rate)
-    if steps < 1:
-        raise ValueError(f"steps: {steps} must be at least 1")
+    if not 1 <= steps <= MAX_STEPS:
+        raise OptionError("steps", f"{steps} steps; give 1 to {MAX_STEPS:,}")
+    if replicas is not None and not 1 <= replicas <= MAX_REPLICAS:
+        raise OptionError("replicas", f"{replicas} replicas; give 1 to {MAX_REPLICAS:,} (or none: the layout's DP)")
     if (workers is not None or scheduler is not None) and not full:
-        raise ValueError("workers: only a full Monte Carlo (full=True) is spread over workers")
+        raise OptionError("workers", "only the full Monte Carlo (--full, full=True in Python) is spread over workers")
+    check_workers(workers, scheduler)
     sc = scenario_of(scenario, sets)
+    if steps > 1 or jit.any:  # the tail's draws, refused before the first simulated step
+        (check_full if full else check_draws)(steps, replicas or sc.layout.dp)
     b = sim_budget(sc)
     result = simulate_step(b, contention=contention, link_rate=link_rate)
     mc = tails = None
@@ -435,10 +468,11 @@ def simulate(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = ()
         profile=profile_label(b.plan.scenario))
 
 
-def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), steps: int = 4, window_s: float = 15.0,
-        converging: int = 2, switch_buffer_bytes: float = 64e6) -> WireResult:
+def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), steps: int = 4,
+        window_s: float | str = 15.0, converging: int = 2, switch_buffer_bytes: float | str = 64e6) -> WireResult:
     """``wire``: one NIC of ``scenario``'s job over ``steps`` steps: bursts at line rate, duty cycle, what a ``window_s``
-    counter reads, and the buffer ``converging`` bursts need at one switch port."""
+    counter reads, and the buffer ``converging`` bursts need at one switch port (times and sizes as numbers in
+    seconds and bytes, or as text: ``"15s"``, ``"64MB"``)."""
     from stepbudget.budget.step import estimate
     from stepbudget.plan.derive import derive
     from stepbudget.budget.memory import memory_per_gpu
@@ -446,6 +480,19 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
     from stepbudget.views.wire import wire_dict, wire_table
     from stepbudget.wire import wire_of
 
+    window, buffer = (v if isinstance(v, str) else f"{v:g}{unit}" for v, unit in ((window_s, "s"),
+                                                                                 (switch_buffer_bytes, "B")))
+    window_s = _quantity("window_s", window, "time", "give a time such as 15s")
+    switch_buffer_bytes = _quantity("switch_buffer_bytes", buffer, "bytes", "give a size such as 64MB")
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        raise OptionError("window_s", f"{window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
+    if not 1 <= converging <= MAX_CONVERGING:
+        raise OptionError("converging", f"{converging} bursts cannot converge on one switch port; give 1 to "
+                                        f"{MAX_CONVERGING:,}")
+    if not 0 <= switch_buffer_bytes <= MAX_SWITCH_BUFFER:
+        raise OptionError("switch_buffer_bytes", f"{buffer!r} is not a switch buffer; give 0 B to 1 TB, e.g. 64MB")
+    if steps < 1:
+        raise OptionError("steps", f"{steps}; give at least 1 step")
     sc = scenario_of(scenario, sets)
     plan = derive(sc)
     w = wire_of(estimate(plan), steps=steps, window_s=window_s, k=converging, switch_buffer_bytes=switch_buffer_bytes)
@@ -465,6 +512,11 @@ def moe(scenario: ScenarioLike = "deepseek-v3", *, sets: Sequence[str] = (), ske
     from stepbudget.a2a.report import load_matrix, moe_report, parse_skew
     from stepbudget.views.moe import alltoall_table, moe_dict, ratio_table, verdict
 
+    for option, value in (("servers", servers), ("gpus_per_server", gpus_per_server)):
+        if value is not None and value < 1:
+            raise OptionError(option, f"{value} must be a positive integer")
+    if servers is not None and gpus_per_server is not None and servers * gpus_per_server < 2:
+        raise OptionError("servers x gpus_per_server", "an all-to-all needs at least 2 GPUs; give more")
     m = load_matrix(matrix) if isinstance(matrix, str) else matrix
     report = moe_report(scenario_of(scenario, sets), parse_skew(skew), servers, gpus_per_server, m, seed, progress)
     return MoEResult(report, lambda: moe_dict(report),
@@ -481,10 +533,11 @@ def sweep(path: str | os.PathLike, out: str | os.PathLike, *, workers: int | Non
     """Run the sweep file ``path`` into the results folder ``out``: on ``workers`` local Dask processes (default:
     one per core; 0 or Dask missing: this process), on the cluster at ``scheduler``, or on a given Dask ``client``.
     ``resume`` goes on with a folder a run left; ``started(tally, where)`` and ``progress(tally)`` report."""
-    from stepbudget.sweep.dist import run_sweep
+    from stepbudget.sweep.dist import check_workers, run_sweep
     from stepbudget.sweep.grid import load_sweep
     from stepbudget.views.sweep import run_dict, run_lines
 
+    check_workers(workers, scheduler)  # then the file, both before any folder or worker exists
     run = run_sweep(load_sweep(path), os.fspath(out), workers=workers, scheduler=scheduler, resume=resume,
                     started=started, progress=progress, client=client)
     return SweepRunResult(run, lambda: run_dict(run), lambda: run_lines(run), lambda d: [d],
@@ -501,3 +554,152 @@ def sweep_report(out: str | os.PathLike) -> SweepReportResult:
     return SweepReportResult(report, lambda: report_dict(report), lambda: [report_table(report), *report_lines(report)],
                              lambda d: d["points"],
                              lambda d: f"{d['name']}: {d['written']:,} of {d['total']:,} points, {d['failed']:,} failed")
+
+
+def _quantity(option: str, text: str, kind: str, fix: str) -> float:
+    """``text`` read in ``kind``'s units (units.parse), or an OptionError naming ``option`` and the fix."""
+    try:
+        return parse(text, kind)
+    except UnitError as e:
+        raise OptionError(option, f"{e}; {fix}") from None
+
+
+def parse_straggler(text: str) -> tuple[float, float]:
+    """``--straggler``'s ``"P"`` or ``"PxSLOWDOWN"`` -> (P, SLOWDOWN) for ``simulate``, the slow-down 1.5 when not
+    given."""
+    chance, _, slowdown = text.partition("x")
+    try:
+        return float(chance), float(slowdown or 1.5)
+    except ValueError:
+        raise OptionError("straggler", f"{text!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5") from None
+
+
+def presets() -> list[tuple[str, str]]:
+    """The shipped scenarios: (name, its one-line description)."""
+    from stepbudget.inputs.scenario import preset_names, raw_scenario
+
+    return [(name, str(raw_scenario(name).get("description", ""))) for name in preset_names()]
+
+
+def models() -> list:
+    """The model catalog's rows (``model: NAME`` in a scenario), each with its source."""
+    from stepbudget.inputs.catalog import entries
+
+    return entries()
+
+
+def profiles() -> list:
+    """The shipped calibration profiles, loaded (each with its label: the runs it was fitted on and its error)."""
+    from stepbudget.inputs.profiles import load_profile, shipped_profiles
+
+    return [load_profile(name) for name in shipped_profiles()]
+
+
+def resolved(scenario: ScenarioLike = DEFAULT_SCENARIO, *, sets: Sequence[str] = ()) -> Scenario:
+    """``show``: the scenario a budget evaluates, completed, with where each field came from (``.sources``): a job
+    changed from the one its whole-step rate was measured on as it runs, at the kernel rate that reproduces it."""
+    from stepbudget.sweep.calibrate import carried
+
+    return carried(scenario_of(scenario, sets))[0]
+
+
+def explain(run_id: str, runs: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+            profile: str | None = None) -> BudgetResult:
+    """``validate --explain``: one published run as the model reads it (what it became, what was assumed) and its
+    whole budget."""
+    from stepbudget.validation.compare import explain as run_explain
+    from stepbudget.views.tables import budget_dict, budget_tables
+    from stepbudget.views.validation import explain_dict, explain_lines
+
+    row, b = run_explain(_run_paths(runs), run_id, profile=profile)
+    return BudgetResult(b, lambda: explain_dict(row, budget_dict(b)), lambda: [*explain_lines(row), *budget_tables(b)],
+                        lambda d: d["exchanges"], lambda d: f"{run_id}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}")
+
+
+def figure_list(lang: str = "en") -> list[tuple[str, str, str]]:
+    """The chapter's figures and animations: (id, what it shows, the job it is drawn for), in ``lang``."""
+    from stepbudget.chapter.figures import FIGURES
+
+    _check_lang(lang)
+    return [(f.ident, f.describe(lang), f.job(lang)) for f in FIGURES.values()]
+
+
+def _check_lang(lang: str) -> None:
+    from stepbudget.views.i18n import LANGS
+
+    if lang not in LANGS:
+        raise OptionError("lang", f"{lang!r} is not a language of the figures; use one of {', '.join(LANGS)}")
+
+
+def figure(ident: str, scenario: str | None = None, *, sets: Sequence[str] = (), lang: str = "en",
+           window: float | str | None = None) -> dict:
+    """One of the chapter's figures (``5.1`` ... ``5.9``, ``anim-5.1``, ``anim-5.2``) as a plotly figure dict, for
+    ``scenario`` with ``sets`` (default: the chapter's own job), in ``lang``; ``window`` is Animation 5.2's counter
+    window (seconds, or text such as ``"15s"``). ``views.render.write`` writes it as HTML, PNG or SVG."""
+    from stepbudget.chapter.figures import FIGURES, build
+
+    _check_lang(lang)
+    if ident not in FIGURES:
+        raise OptionError("ident", f"{ident!r} is not a figure; use one of {', '.join(FIGURES)}")
+    options = {}
+    if window is not None:
+        if ident != "anim-5.2":
+            raise OptionError("window_s", f"only anim-5.2 has a counter window; leave it off for {ident}")
+        window_s = _quantity("window_s", window, "time", "give a time such as 15s") if isinstance(window, str) \
+            else float(window)
+        if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+            raise OptionError("window_s", f"{window!r} is not a counter window; give a time from 1 ms to a day, "
+                                          "e.g. 15s")
+        options["window_s"] = window_s
+    return build(ident, lang, scenario, list(sets), **options)
+
+
+def check_output(path: str, suffixes: Sequence[str], option: str) -> None:
+    """Refuse, before any work, a file ``option`` names that could not be written: an extension other than
+    ``suffixes``, a missing or read-only folder, a folder where the file should be."""
+    from pathlib import Path
+
+    from stepbudget.inputs.files import check_writable
+
+    if Path(path).suffix not in suffixes:
+        raise OptionError(option, f"{path[:80]!r} needs one of the extensions {', '.join(suffixes)}; rename it")
+    check_writable(path, option)
+
+
+def written_points(out: str | os.PathLike) -> int:
+    """How many points of the sweep whose results folder is ``out`` have their file complete."""
+    from stepbudget.sweep.results import written_points as count
+
+    return count(out)
+
+
+_CHAPTER: dict[str, tuple[str, str | None]] = {
+    "firstorder": ("stepbudget.chapter.firstorder", None), "dimensions": ("stepbudget.chapter.dimensions", None),
+    **{name: ("stepbudget.chapter.panels", name) for name in (
+        "FullModel", "JobWire", "Unmapped", "compare", "dp_differs", "dp_totals", "full_model", "job_wire")},
+    **{name: ("stepbudget.chapter.whatif", name) for name in (
+        "HBM_CHOICES", "PANEL_CHANGES", "panel_whatif", "whatif_command")},
+    "build_figure": ("stepbudget.chapter.figures", "build"), "FIGURES": ("stepbudget.chapter.figures", "FIGURES"),
+    "TooLarge": ("stepbudget.chapter.figures.timeline", "TooLarge"),
+    "layer_inputs": ("stepbudget.a2a.report", "layer_inputs"), "MAX_COUNT": ("stepbudget.inputs._types", "MAX_COUNT"),
+}
+"""The chapter's own layer, for the web app's panels: its first-order formulas, the panels' jobs, the figures.
+Loaded on first use, so that a command that draws no panel does not import them."""
+
+if TYPE_CHECKING:
+    from stepbudget.a2a.report import layer_inputs  # noqa: F401
+    from stepbudget.inputs._types import MAX_COUNT  # noqa: F401
+    from stepbudget.chapter import dimensions, firstorder  # noqa: F401
+    from stepbudget.chapter.figures import FIGURES  # noqa: F401
+    from stepbudget.chapter.figures import build as build_figure  # noqa: F401
+    from stepbudget.chapter.figures.timeline import TooLarge  # noqa: F401
+    from stepbudget.chapter.panels import FullModel, JobWire, Unmapped, compare, dp_differs, dp_totals  # noqa: F401
+    from stepbudget.chapter.panels import full_model, job_wire  # noqa: F401
+    from stepbudget.chapter.whatif import HBM_CHOICES, PANEL_CHANGES, panel_whatif, whatif_command  # noqa: F401
+else:
+    def __getattr__(name: str):
+        if name not in _CHAPTER:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, attr = _CHAPTER[name]  # attr None: the module itself
+        loaded = importlib.import_module(module)
+        return loaded if attr is None else getattr(loaded, attr)

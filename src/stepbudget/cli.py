@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -14,9 +15,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from stepbudget import api
-from stepbudget.inputs.files import check_writable
-from stepbudget.inputs.scenario import DEFAULT_SCENARIO, ScenarioError, load, preset_names, raw_scenario
-from stepbudget.units import UnitError, parse
+from stepbudget.api import DEFAULT_SCENARIO, OptionError, ScenarioError, UnitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Where the time of a distributed training step goes.")
 _probe = Console()
@@ -33,60 +32,53 @@ SchedulerOpt = Annotated[Optional[str], typer.Option(
     "--scheduler", help="Address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (instead of --workers).")]
 
 
-MAX_TOP, MAX_STEPS, MAX_REPLICAS = 1_000, 100_000, 1_000_000
-"""Bounds on options that size a table or an array: past them a run takes minutes and gigabytes."""
-MIN_WINDOW_S, MAX_WINDOW_S = 1e-3, 86_400.0
-"""A counter's poll interval: from 1 ms (finer than any NIC counter polls) to a day."""
-MAX_CONVERGING, MAX_SWITCH_BUFFER = 1_024, 1e12
-"""Bursts converging on one switch port (at most the radix of the largest switches, 512 ports, with room) and a
-switch buffer (1 TB: far past the deepest, HBM-backed, switch buffers of a few GB)."""
+FLAGS = {"tokens": "--tokens", "group_by": "--group-by", "params": "--params", "bootstrap": "--bootstrap",
+         "steps x replicas": "--steps x --replicas", "sizes": "--gpus", "gpus": "--gpus", "top": "--top",
+         "weak": "--weak", "skew": "--skew", "matrix": "--matrix", "servers": "--servers",
+         "gpus_per_server": "--gpus-per-server", "servers x gpus_per_server": "--servers x --gpus-per-server",
+         "run_id": "--explain", "runs file": "--runs", "out": "--out", "window_s": "--window", "steps": "--steps",
+         "compute_cv": "--jitter", "link_cv": "--link-jitter", "workers": "--workers", "scheduler": "--scheduler",
+         "straggler": "--straggler", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
+         "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas", "vary": "--vary",
+         "variants": "--vary", "chapter": "--chapter", "converging": "--converging",
+         "switch_buffer_bytes": "--switch-buffer", "lang": "--lang", "ident": "ID",
+         "override": "--set"}
+"""The library's name of each option (``OptionError.option``, the API's keyword) and the flag that gives it here."""
 
 
-FLAGS = {"tokens": "--tokens",
-         "group_by": "--group-by", "params": "--params", "bootstrap": "--bootstrap", "steps x replicas": "--steps x --replicas",
-         "sizes": "--gpus", "gpus": "--gpus", "weak": "--weak", "skew": "--skew", "matrix": "--matrix",
-         "servers x gpus_per_server": "--servers x --gpus-per-server", "run_id": "--explain", "runs file": "--runs",
-         "out": "--out", "override": "--set", "window_s": "--window", "steps": "--steps", "compute_cv": "--jitter",
-         "link_cv": "--link-jitter", "workers": "--workers", "scheduler": "--scheduler",
-         "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
-         "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas"}
-"""The library's parameters, as its messages name them first, and the options that give them here (a longer name
-before a name it starts with: the first that matches is used)."""
+def _lines(e: Exception) -> list[str]:
+    """What an input error says, a line per problem: an option's problem names its flag."""
+    if isinstance(e, OptionError):
+        return [f"{FLAGS.get(e.option, e.option)}{e.sep}{line}" for line in e.problem.splitlines() or [e.problem]]
+    return str(e).splitlines() or [str(e)]
 
 
-def flagged(message: str) -> str:
-    """A library message names the library's parameter; on the command line it names the option."""
-    for name, flag in FLAGS.items():
-        if message.startswith((f"{name}:", f"{name} ", f"{name}=")):
-            return flag + message[len(name):]
-    return message
-
-
-def _varied(text: str, parse: Callable[[str], tuple[str, ...]]) -> tuple[str, ...]:
-    """One --vary option's overrides; its parse error names the option (a variant may also be a chapter case)."""
-    try:
-        return parse(text)
-    except ScenarioError as e:
-        fail("--vary" + str(e).removeprefix("variant"))
-
-
-def fail(message: str) -> NoReturn:
+def fail(problem: str | Exception) -> NoReturn:
     """One line per problem (a ScenarioError lists them all, a line each), then exit code 2."""
-    for line in message.splitlines() or [message]:
-        print(f"stepbudget: error: {flagged(line)}", file=sys.stderr)
+    for line in _lines(problem) if isinstance(problem, Exception) else problem.splitlines() or [problem]:
+        print(f"stepbudget: error: {line}", file=sys.stderr)
     raise typer.Exit(2)
+
+
+def refusing(run: Callable) -> Callable:
+    """``run`` with the library's refusals of its input (each naming a field or an option) as lines and exit 2."""
+    @functools.wraps(run)  # typer reads the options from the signature, which wraps keeps
+    def refused(*args, **kwargs):
+        try:
+            return run(*args, **kwargs)
+        except (ScenarioError, UnitError) as e:
+            fail(e)
+    return refused
+
+
+def command(name: str | None = None) -> Callable[[Callable], Callable]:
+    """``@app.command``, each refusal of the command's input one line per problem, exit 2."""
+    return lambda run: app.command(name)(refusing(run))
 
 
 def _profiled(sets: list[str] | None, profile: str | None) -> list[str] | None:
     """``--profile X`` is ``--set cluster.profile=X``, after the other overrides."""
     return sets if profile is None else [*(sets or []), f"cluster.profile={profile}"]
-
-
-def _load(scenario: str, sets: list[str] | None):
-    try:
-        return load(scenario, sets or [])
-    except (ScenarioError, UnitError) as e:
-        fail(str(e))
 
 
 def _print_json(obj: object) -> None:
@@ -111,83 +103,65 @@ def _show(as_json: bool, result: api.Result, wrote: Iterable = (), more: Iterabl
     _emit(as_json, result.to_dict, lambda: [*result.tables(), *more], wrote)
 
 
-def _budget(scenario: str, sets: list[str] | None, as_json: bool, tokens: float | None = None) -> None:
-    try:
-        result = api.step_budget(scenario, sets=sets or [], tokens=tokens)
-    except ValueError as e:  # a scenario's problems, or --tokens refused by the library
-        fail(str(e))
-    _show(as_json, result)
-
-
 @app.callback(invoke_without_command=True)
+@refusing
 def main(ctx: typer.Context) -> None:
     """With no command: the budget of the default scenario (llama3-405b)."""
     if ctx.invoked_subcommand is None:
-        _budget(DEFAULT_SCENARIO, [], False)
+        _show(False, api.step_budget(DEFAULT_SCENARIO))
 
 
-@app.command()
+@command()
 def presets() -> None:
     """List the shipped scenarios, one line each."""
-    for name in preset_names():
-        data = raw_scenario(name)
-        console.print(f"[bold]{name:<22}[/bold] {data.get('description', '')}")
+    for name, description in api.presets():
+        console.print(f"[bold]{name:<22}[/bold] {description}")
 
 
-@app.command()
+@command()
 def models(as_json: AsJson = False) -> None:
     """List the model catalog (model: NAME in a scenario), with each row's source."""
-    from stepbudget.inputs.catalog import entries
     from stepbudget.views.models import models_dict, models_table
 
-    _emit(as_json, lambda: models_dict(entries()), lambda: [models_table(entries())])
+    rows = api.models()
+    _emit(as_json, lambda: models_dict(rows), lambda: [models_table(rows)])
 
 
-@app.command()
+@command()
 def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None, as_json: AsJson = False) -> None:
     """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML, each field with where its
     value came from: stated, model catalog, hardware or tool default. What budget evaluates."""
-    from stepbudget.sweep.calibrate import carried
     from stepbudget.views.provenance import provenance_dict, show_yaml
 
-    sets = _profiled(sets, profile)
-    sc = carried(_load(scenario, sets))[0]  # a job changed from the one its whole-step rate was measured on: as it runs
+    sc = api.resolved(scenario, sets=_profiled(sets, profile) or [])
     if as_json:
         _print_json({"scenario": sc.model_dump(mode="json"), "provenance": provenance_dict(sc)})
         return
     print(show_yaml(sc), end="")
 
 
-@app.command()
+@command()
 def budget(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
            tokens: Annotated[Optional[str], typer.Option(
                "--tokens", help="Also the time and GPU-hours to train on this many tokens, e.g. 15T or 300B.")] = None,
            as_json: AsJson = False) -> None:
     """Step-time budget: compute, bubble, bytes and time per dimension, exposure, MFU, roofline, throughput."""
-    sets = _profiled(sets, profile)
-    count = None
-    if tokens is not None:
-        try:
-            count = parse(tokens, "count")
-        except UnitError as e:
-            fail(f"--tokens: {e}; give a token count such as 15T or 300B")
-    _budget(scenario, sets, as_json, count)
+    _show(as_json, api.step_budget(scenario, sets=_profiled(sets, profile) or [], tokens=tokens))
 
 
-@app.command()
+@command()
 def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile: ProfileOpt = None,
            check: Annotated[bool, typer.Option(
                "--check", help="Exit 1 when the job does not fit in HBM (0 when it does), for scripts.")] = False,
            as_json: AsJson = False) -> None:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
-    sets = _profiled(sets, profile)
-    result = api.memory(_load(scenario, sets))
+    result = api.memory(scenario, sets=_profiled(sets, profile) or [])
     _show(as_json, result)
     if check and not result.to_dict()["fits"]:
         raise typer.Exit(1)
 
 
-@app.command()
+@command()
 def search(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
@@ -201,12 +175,7 @@ def search(
     as_json: AsJson = False,
 ) -> None:
     """Every valid layout for the model, cluster and batch: drop what does not fit, rank by step time."""
-    sets = _profiled(sets, profile)
-    sc = _load(scenario, sets)
-    if gpus is not None and gpus < 1:
-        fail(f"--gpus: {gpus} is not a GPU count; give a positive integer")
-    if not 1 <= top <= MAX_TOP:
-        fail(f"--top: {top} layouts cannot be printed; give 1 to {MAX_TOP:,} (--out writes them all)")
+    sc = api.scenario_of(scenario, _profiled(sets, profile) or [])
     _check_out(out, (".parquet",), "--out")
     try:
         with _progress(not as_json) as bar:
@@ -214,12 +183,10 @@ def search(
     except KeyboardInterrupt:
         print("stepbudget: search interrupted; nothing was written", file=sys.stderr)
         raise typer.Exit(130) from None
-    except ScenarioError as e:
-        fail(str(e))
     _show(as_json, result, more=[f"wrote {result.written:,} layouts to {out}"] if out else [])
 
 
-@app.command()
+@command()
 def scale(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     gpus: Annotated[str, typer.Option("--gpus", help="Comma-separated GPU counts, e.g. 8192,16384,32768.")] = "",
@@ -232,25 +199,19 @@ def scale(
     as_json: AsJson = False,
 ) -> None:
     """Strong (or weak) scaling: compute, DP time, communication share, exposed share and MFU per size."""
-    sets = _profiled(sets, profile)
-    from stepbudget.sweep.scaling import parse_gpus
+    from stepbudget.views.figures import scale_figure
 
-    sc = _load(scenario, sets)
+    sc = api.scenario_of(scenario, _profiled(sets, profile) or [])
     _check_plot(plot)
-    try:
-        sizes = parse_gpus(gpus or str(sc.cluster.gpus))
-        with _progress(research and not as_json, "searching each size", "sizes") as bar:
-            curve = api.scale(sc, sizes, weak=weak, research=research, progress=bar)
-    except ScenarioError as e:
-        fail(str(e))
+    with _progress(research and not as_json, "searching each size", "sizes") as bar:
+        curve = api.scale(sc, gpus or None, weak=weak, research=research, progress=bar)
     if plot is not None:
-        from stepbudget.views.figures import scale_figure
 
         _save(scale_figure, curve.value, plot)
     _show(as_json, curve, [plot])
 
 
-@app.command()
+@command()
 def whatif(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     vary: Annotated[Optional[list[str]], typer.Option(
@@ -262,23 +223,10 @@ def whatif(
     as_json: AsJson = False,
 ) -> None:
     """Compare variants of a scenario side by side, with each one's traffic matrix."""
-    sets = _profiled(sets, profile)
-    from stepbudget.chapter.whatif import CHAPTER_CASES
-    from stepbudget.sweep.whatif import parse_vary
-
-    if not vary and not chapter:
-        fail("whatif: give at least one --vary 'KEY=VALUE ...' or --chapter")
-    if chapter and scenario not in CHAPTER_CASES:
-        fail(f"--chapter: the chapter's cases are written for {', '.join(CHAPTER_CASES)}; use --vary for {scenario!r}")
-    try:
-        variants = [(text, _varied(text, parse_vary)) for text in vary or []]
-        result = api.whatif(scenario, variants, sets=sets or [], chapter=chapter)
-    except (ScenarioError, UnitError) as e:
-        fail(str(e))
-    _show(as_json, result)
+    _show(as_json, api.whatif(scenario, vary=vary or [], sets=_profiled(sets, profile) or [], chapter=chapter))
 
 
-@app.command()
+@command()
 def validate(
     runs: Annotated[Optional[list[str]], typer.Option(
         "--runs", help="Runs file in the schema of the shipped published_runs.yaml; give it again for more files.")] = None,
@@ -290,31 +238,22 @@ def validate(
     as_json: AsJson = False,
 ) -> None:
     """Predict published runs (MegaScale, MegaScale-MoE, Llama 3, DeepSeek-V3) and show the error."""
-    from stepbudget.validation.compare import explain as run_explain
-    from stepbudget.views.tables import budget_dict, budget_tables
-    from stepbudget.views.validation import explain_dict, explain_lines, figure_5_5
+    from stepbudget.views.validation import figure_5_5
 
     _check_plot(plot)
+    if runs and not all(r.strip() for r in runs):
+        fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
     if explain is not None:
-        try:
-            row, b = run_explain(runs or None, explain, profile=profile)
-        except ScenarioError as e:
-            fail(str(e))
-        _emit(as_json, lambda: explain_dict(row, budget_dict(b)), lambda: [*explain_lines(row), *budget_tables(b)])
+        _show(as_json, api.explain(explain, runs or None, profile=profile))
         return
-    try:
-        if runs and not all(r.strip() for r in runs):
-            fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
-        with _progress(not as_json, "predicting", "runs") as bar:
-            result = api.validate(runs or None, profile=profile, strict=strict, progress=bar)
-    except ScenarioError as e:
-        fail(str(e))
+    with _progress(not as_json, "predicting", "runs") as bar:
+        result = api.validate(runs or None, profile=profile, strict=strict, progress=bar)
     if plot is not None:
         _save(figure_5_5, result.value, plot, profile)  # with a profile, the calibrated predictions
     _show(as_json, result, [plot])
 
 
-@app.command()
+@command()
 def calibrate(
     runs: Annotated[Optional[list[str]], typer.Option(
         "--runs", help="Measured runs in the schema of the shipped published_runs.yaml; give it again for more files.")] = None,
@@ -336,28 +275,22 @@ def calibrate(
         fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
     command = " ".join(["stepbudget calibrate", *(f"--runs {r}" for r in runs or []), f"--params {params}",
                         f"--group-by {group_by}", *([f"--out {out}"] if out else [])])
-    try:
-        with _progress(not as_json, "fitting", "steps") as bar:
-            result = api.calibrate(runs or None, params=params.split(","), group_by=group_by, out=out, name=name,
-                                   bootstrap=bootstrap, strict=strict, command=command, progress=bar)
-    except ValueError as e:  # a ScenarioError, or api.calibrate's check of --bootstrap
-        fail(str(e))
+    with _progress(not as_json, "fitting", "steps") as bar:
+        result = api.calibrate(runs or None, params=params.split(","), group_by=group_by, out=out, name=name,
+                               bootstrap=bootstrap, strict=strict, command=command, progress=bar)
     _show(as_json, result)
     if result.refused and out is not None:
         raise typer.Exit(1)  # the tables (or the JSON's "refused") said which profile and why
 
 
-@app.command()
+@command()
 def profiles() -> None:
     """List the shipped calibration profiles, with their cross-validated error."""
-    from stepbudget.inputs.profiles import load_profile, shipped_profiles
-
-    for name in shipped_profiles():
-        p = load_profile(name)
-        console.print(f"[bold]{name:<20}[/bold] {p.label}  {p.document.get('description', '')}")
+    for p in api.profiles():
+        console.print(f"[bold]{p.name:<20}[/bold] {p.label}  {p.document.get('description', '')}")
 
 
-@app.command()
+@command()
 def simulate(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
@@ -379,40 +312,20 @@ def simulate(
     as_json: AsJson = False,
 ) -> None:
     """Simulate one step task by task: link sharing, deadlines, jitter and the tail over DP replicas."""
-    sets = _profiled(sets, profile)
-    from stepbudget.sim.step import Jitter, check_draws, check_full, check_link_rate
     from stepbudget.views.simulation import step_figure, write_trace
 
-    sc = _load(scenario, sets)
+    sc = api.scenario_of(scenario, _profiled(sets, profile) or [])
     _check_out(trace, (".json",), "--trace")
     _check_plot(plot)
-    if not 1 <= steps <= MAX_STEPS or not 0 <= replicas <= MAX_REPLICAS:
-        fail(f"--steps must be in [1, {MAX_STEPS:,}] and --replicas in [0, {MAX_REPLICAS:,}]")
-    if (workers is not None or scheduler is not None) and not full:
-        fail("--workers / --scheduler: only --full spreads its steps over workers; add --full")
-    try:
-        from stepbudget.sweep.dist import check_workers
-
-        check_workers(workers, scheduler)
-    except ScenarioError as e:
-        fail(str(e))
-    p_str, _, slow_str = straggler.partition("x")
-    try:
-        p_strag, slowdown = float(p_str), float(slow_str or 1.5)
-    except ValueError:
-        fail(f"--straggler: {straggler!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5")
-    try:  # the library's bounds, named by their options
-        jit = Jitter(compute_cv=jitter, link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown)
-        check_link_rate(link_rate)
-        if steps > 1 or jit.any:  # the tail's draws (api.simulate), before the first simulated step
-            (check_full if full else check_draws)(steps, replicas or sc.layout.dp)
-        with _progress(not as_json and (steps > 1 or jit.any), "simulating", "pipelines") as bar:
-            result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jit.compute_cv,
-                                  link_cv=jit.link_cv, straggler_p=jit.straggler_p,
-                                  straggler_slowdown=jit.straggler_slowdown, steps=steps, replicas=replicas or None,
-                                  seed=seed, full=full, progress=bar, workers=workers, scheduler=scheduler)
-    except ScenarioError as e:
-        fail(str(e))
+    if replicas < 0:
+        fail(f"--replicas: {replicas}; give 1 to {api.MAX_REPLICAS:,}, or 0 for the layout's DP")
+    p_strag, slowdown = api.parse_straggler(straggler)
+    jittered = steps > 1 or jitter > 0 or link_jitter > 0 or p_strag > 0
+    with _progress(not as_json and jittered, "simulating", "pipelines") as bar:
+        result = api.simulate(sc, contention=not no_contention, link_rate=link_rate, compute_cv=jitter,
+                              link_cv=link_jitter, straggler_p=p_strag, straggler_slowdown=slowdown, steps=steps,
+                              replicas=replicas or None, seed=seed, full=full, progress=bar, workers=workers,
+                              scheduler=scheduler)
     if trace is not None:
         _save(write_trace, result.value, trace)
     if plot is not None:
@@ -420,7 +333,7 @@ def simulate(
     _show(as_json, result, [trace, plot])
 
 
-@app.command()
+@command()
 def wire(
     scenario: ScenarioArg = DEFAULT_SCENARIO,
     sets: Sets = None,
@@ -433,34 +346,17 @@ def wire(
     as_json: AsJson = False,
 ) -> None:
     """What the traffic looks like on one NIC: line-rate bursts, duty cycle, counters, buffers, flows."""
-    sets = _profiled(sets, profile)
     from stepbudget.views.wire import wire_figure
 
-    _load(scenario, sets)  # a bad scenario or --set is one line before the options are read
-    try:
-        window_s, buffer_b = parse(window, "time"), parse(switch_buffer, "bytes")
-    except UnitError as e:
-        fail(f"--window / --switch-buffer: {e}")
-    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
-        fail(f"--window: {window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
-    if not 1 <= converging <= MAX_CONVERGING:
-        fail(f"--converging: {converging} bursts cannot converge on one switch port; give 1 to {MAX_CONVERGING:,}")
-    if not 0 <= buffer_b <= MAX_SWITCH_BUFFER:
-        fail(f"--switch-buffer: {switch_buffer!r} is not a switch buffer; give 0 B to 1 TB, e.g. 64MB")
-    if steps < 1:
-        fail("--steps must be >= 1")
     _check_plot(plot)
-    try:
-        w = api.nic(scenario, sets=sets or [], steps=steps, window_s=window_s, converging=converging,
-                    switch_buffer_bytes=buffer_b)
-    except ValueError as e:
-        fail(str(e).splitlines()[0])
+    w = api.nic(scenario, sets=_profiled(sets, profile) or [], steps=steps, window_s=window, converging=converging,
+                switch_buffer_bytes=switch_buffer)
     if plot is not None:
         _save(wire_figure, w.value, plot)
     _show(as_json, w, [plot])
 
 
-@app.command()
+@command()
 def moe(
     scenario: ScenarioArg = "deepseek-v3",
     sets: Sets = None,
@@ -476,29 +372,19 @@ def moe(
     as_json: AsJson = False,
 ) -> None:
     """MoE all-to-all: hiding ratio, one layer's traffic matrix, plain against FAST-style schedule."""
-    sets = _profiled(sets, profile)
-    from stepbudget.a2a.report import load_matrix
     from stepbudget.views.moe import heatmap
 
-    sc = _load(scenario, sets)
+    sc = api.scenario_of(scenario, _profiled(sets, profile) or [])
     _check_plot(plot)
-    for name, value in (("--servers", servers), ("--gpus-per-server", gpus_per_server)):
-        if value is not None and value < 1:
-            fail(f"{name}: {value} must be a positive integer")
-    if servers is not None and gpus_per_server is not None and servers * gpus_per_server < 2:
-        fail("--servers x --gpus-per-server: an all-to-all needs at least 2 GPUs; give more")
-    try:
-        with _progress(not as_json, "timing the plain all-to-all", "flows") as bar:
-            report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server,
-                             matrix=load_matrix(matrix) if matrix is not None else None, seed=seed, progress=bar)
-    except (ScenarioError, ValueError) as e:
-        fail(str(e).splitlines()[0])
+    with _progress(not as_json, "timing the plain all-to-all", "flows") as bar:
+        report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server, matrix=matrix, seed=seed,
+                         progress=bar)
     if plot is not None:
         _save(heatmap, report.value, plot)
     _show(as_json, report, [plot])
 
 
-@app.command()
+@command()
 def sweep(
     file: Annotated[str, typer.Argument(metavar="FILE", help="Sweep file (YAML): base scenario, axes, task.")],
     out: Annotated[Optional[str], typer.Option("--out", help="Results folder: one Parquet file per point.")] = None,
@@ -509,16 +395,11 @@ def sweep(
     as_json: AsJson = False,
 ) -> None:
     """Run a design-space sweep (a grid of scenarios, a task at each point) on Dask workers; resumable."""
-    from stepbudget.sweep.dist import check_workers
     from stepbudget.views.sweep import progress_line, started_line
 
     if out is None or not out.strip():
         fail("--out: give the folder for the results, e.g. --out results/")
     _check_installed(("pyarrow", "parquet"), "sweep: writing its results")
-    try:
-        check_workers(workers, scheduler)  # a bad file is refused by api.sweep before its folder or workers
-    except ScenarioError as e:
-        fail(str(e))
     last: dict = {}
     try:
         with _sweep_progress(not as_json) as (shown, say):
@@ -533,15 +414,11 @@ def sweep(
             result = api.sweep(file, out, workers=workers, scheduler=scheduler, resume=resume, started=started,
                                progress=progress)
     except KeyboardInterrupt:  # after the bar is gone, so the message is the last thing on the screen
-        from stepbudget.sweep.results import written_points
-
         t = last.get("tally")  # the files themselves say how many are written: a write may end as Ctrl-C lands
-        done = f"{written_points(out):,} of {t.total:,} points are written" if t is not None else "nothing was run"
+        done = f"{api.written_points(out):,} of {t.total:,} points are written" if t is not None else "nothing was run"
         print(f"stepbudget: sweep interrupted: {done}; stepbudget sweep {file} --out {out} --resume goes on",
               file=sys.stderr)
         raise typer.Exit(130) from None
-    except ScenarioError as e:
-        fail(str(e))
     _show(as_json, result)
 
 
@@ -577,7 +454,7 @@ def _sweep_progress(show: bool):
             (lambda text: bar.console.print(text, highlight=False, soft_wrap=True))
 
 
-@app.command("sweep-report")
+@command("sweep-report")
 def sweep_report(
     folder: Annotated[str, typer.Argument(metavar="DIR", help="The results folder a sweep wrote (--out).")],
     plot: Annotated[Optional[str], typer.Option(
@@ -587,10 +464,7 @@ def sweep_report(
     """A sweep's results as one table (best layout per point) and a plot; readable while it runs."""
     _check_installed(("pyarrow", "parquet"), "sweep-report: reading the results")
     _check_plot(plot)
-    try:
-        result = api.sweep_report(folder)
-    except ScenarioError as e:
-        fail(str(e))
+    result = api.sweep_report(folder)
     if plot is not None:
         from stepbudget.views.sweep import write_report_figure
 
@@ -601,7 +475,7 @@ def sweep_report(
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-@app.command()
+@command()
 def figure(
     ident: Annotated[Optional[str], typer.Argument(
         metavar="ID", help="5.1 ... 5.9, anim-5.1 or anim-5.2 (see --list).")] = None,
@@ -616,46 +490,24 @@ def figure(
     listing: Annotated[bool, typer.Option("--list", help="List the figures, one line each.")] = False,
 ) -> None:
     """One of the chapter's figures or animations, from the library's numbers, as a file."""
-    sets = _profiled(sets, profile)
-    from stepbudget.chapter.figures import FIGURES, build
     from stepbudget.views.render import FORMATS, write
-    from stepbudget.views.i18n import LANGS
 
-    if lang not in LANGS:
-        fail(f"--lang: {lang!r} is not a language of the figures; use one of {', '.join(LANGS)}")
     if listing:
-        for f in FIGURES.values():
-            console.print(f"[bold]{f.ident:<9}[/bold] {f.describe(lang)} ({f.job(lang)})", highlight=False,
+        for ident_, what, job in api.figure_list(lang):
+            console.print(f"[bold]{ident_:<9}[/bold] {what} ({job})", highlight=False,
                           soft_wrap=True)  # one line each, however narrow the terminal
         return
     if ident is None:
         fail("ID: name a figure, e.g. stepbudget figure 5.3 --out ring.png (stepbudget figure --list shows them)")
-    if ident not in FIGURES:
-        fail(f"ID: {ident!r} is not a figure; use one of {', '.join(FIGURES)} (stepbudget figure --list)")
     if out is None:
         fail("--out: give the file to write, e.g. --out fig.html (interactive), fig.png or fig.svg")
     _check_out(out, FORMATS, "--out")
-    options = {}
-    if window is not None:
-        if ident != "anim-5.2":
-            fail(f"--window: only anim-5.2 has a counter window; leave it off for {ident}")
-        from stepbudget.units import parse
-
-        try:
-            options["window_s"] = parse(window, "time")
-        except UnitError as e:
-            fail(f"--window: {e}")
-        if not MIN_WINDOW_S <= options["window_s"] <= MAX_WINDOW_S:
-            fail(f"--window: {window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
-    try:
-        drawn = build(ident, lang, scenario, sets or [], **options)
-    except (ScenarioError, UnitError) as e:
-        fail(str(e))
+    drawn = api.figure(ident, scenario, sets=_profiled(sets, profile) or [], lang=lang, window=window)
     _save(write, drawn, out)
     console.print(f"wrote {out}")
 
 
-@app.command()
+@command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (default: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8050,
@@ -696,14 +548,11 @@ def _check_plot(path: str | None) -> None:
 
 
 def _save(write: Callable[..., None], *args) -> None:
-    """Write a file the command was asked for; a path that cannot be written is one line, exit 2."""
-    try:
-        write(*args)
-    except ScenarioError as e:
-        fail(str(e))
+    """Write a file the command was asked for (a path that cannot be written is a ScenarioError: one line, exit 2)."""
+    write(*args)
 
 
-WRITERS = {".html": ("plotly", "plot"), ".png": ("matplotlib", "plot"), ".svg": ("matplotlib", "plot"),
+WRITERS = {".html": ("plotly", "plot"), ".png": ("kaleido", "plot"), ".svg": ("kaleido", "plot"),
            ".parquet": ("pyarrow", "parquet")}
 """The package that writes each kind of file, and the optional extra that installs it (pyproject.toml)."""
 
@@ -713,13 +562,13 @@ def _check_out(path: str | None, suffixes: tuple[str, ...], option: str) -> None
     and what writes it is installed: all before any work."""
     if path is None:
         return
-    if Path(path).suffix not in suffixes:
-        fail(f"{option}: {path[:80]!r} needs one of the extensions {', '.join(suffixes)}; rename it")
-    _check_installed(WRITERS.get(Path(path).suffix), f"{option}: writing {Path(path).suffix}")
-    try:
-        check_writable(path, option)
-    except ScenarioError as e:
-        fail(str(e))
+    if Path(path).suffix in suffixes:  # else check_output names the extensions
+        _check_installed(WRITERS.get(Path(path).suffix), f"{option}: writing {Path(path).suffix}")
+    api.check_output(path, suffixes, option)
+    if Path(path).suffix in (".png", ".svg"):  # the browser that draws it starts now, alongside the work
+        from stepbudget.views.render import start
+
+        start(option)
 
 
 def _check_installed(needed: tuple[str, str] | None, what: str) -> None:
@@ -789,8 +638,9 @@ def _dispatch() -> object:
     """Run the command line; a usage or input error is one line and exit 2."""
     try:
         return app(standalone_mode=False)
-    except (ScenarioError, UnitError) as e:
-        print(f"stepbudget: error: {flagged(str(e))}", file=sys.stderr)
+    except (ScenarioError, UnitError) as e:  # the library refused an input: each problem names its field or flag
+        for line in _lines(e):
+            print(f"stepbudget: error: {line}", file=sys.stderr)
         sys.exit(2)
     except Exception as e:
         # Click's usage errors (an unknown option, "--steps abc"): Typer vendors Click from 0.2x on,

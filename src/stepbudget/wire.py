@@ -19,6 +19,7 @@ import numpy as np
 
 from stepbudget.budget.step import Budget
 from stepbudget.enums import Collective
+from stepbudget.inputs.errors import OptionError
 from stepbudget.units import BITS_PER_BYTE
 
 __all__ = [
@@ -42,7 +43,7 @@ def _require(ok: np.ndarray | bool, name: str, value: object, rule: str) -> None
     if not np.all(ok):
         shown = np.asarray(value)
         text = repr(shown.item()) if shown.ndim == 0 else np.array2string(shown, threshold=6)
-        raise ValueError(f"{name}={text}: {rule}")
+        raise OptionError(name, f"{text}: {rule}", sep="=")
 
 
 def _float(name: str, value: object) -> np.ndarray:

@@ -202,7 +202,7 @@ def test_sweep_report_shows_the_study_and_writes_its_plot(client, reference, tmp
     (["sweep", str(SMALL), "--out", "o", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler: cannot reach"),
     (["sweep", "nosuch.yaml", "--out", "o"], "sweep: file 'nosuch.yaml' not found"),
     (["sweep-report", "."], "DIR: '.' holds no sweep results"),
-    (["simulate", "llama3-405b", "--jitter", "0.1", "--workers", "2"], "--workers / --scheduler: only --full"),
+    (["simulate", "llama3-405b", "--jitter", "0.1", "--workers", "2"], "--workers: only the full Monte Carlo (--full"),
 ])
 def test_bad_sweep_options_are_one_line(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

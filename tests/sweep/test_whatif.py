@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from stepbudget.cli import app
 from stepbudget.enums import Axis
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.inputs.errors import OptionError
 from stepbudget.chapter.whatif import CHAPTER_CASES
 from stepbudget.sweep.whatif import parse_vary, whatif
 
@@ -125,8 +125,9 @@ def test_parse_vary(text, want):
 
 @pytest.mark.parametrize("text", ["", "junk", "=3", "layout.pp='8"])
 def test_parse_vary_rejects(text):
-    with pytest.raises(ScenarioError, match="variant"):
+    with pytest.raises(OptionError, match="^vary: ") as refused:  # named by its option, whichever door gave it
         parse_vary(text)
+    assert refused.value.option == "vary"
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -17,6 +17,7 @@ from numbers import Integral
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.inputs.errors import ScenarioError
 from stepbudget.inputs.files import read_bytes
 from stepbudget.sim import _core
@@ -89,22 +90,23 @@ _LONG_S = 600
 """Past this estimate (10 min) the message says how long the timing would take; below it, how it grows."""
 
 
-def _too_many(what: str, gpus: int) -> str:
-    """The reason and fix that follow ``what`` (the group or the matrix) when it has over MAX_EP_GPUS GPUs."""
+def _too_many(option: str, what: str, gpus: int) -> OptionError:
+    """The refusal of ``option`` when ``what`` (the group or the matrix) has over MAX_EP_GPUS GPUs: the reason and
+    the fix."""
     log_s = _log10_timing_s(gpus)
     if log_s < math.log10(_LONG_S):
-        return (f"{what}: over the {MAX_EP_GPUS:,} one all-to-all is timed for (the timing grows as "
+        return OptionError(option, f"{what}: over the {MAX_EP_GPUS:,} one all-to-all is timed for (the timing grows as "
                 f"GPUs^{_GROWTH:g}, {_duration_words(log_s)} at {_count_words(gpus)}); give at most {MAX_EP_GPUS:,} "
                 "(e.g. 128 x 8)")
     side = _count_words(gpus)
-    return (f"{what}: its {side} x {side} traffic matrix needs {_bytes_words(gpus * gpus * 8)} and timing its "
-            f"all-to-all {_duration_words(log_s)}; at most {MAX_EP_GPUS:,} GPUs (e.g. 128 x 8)")
+    return OptionError(option, f"{what}: its {side} x {side} traffic matrix needs {_bytes_words(gpus * gpus * 8)} and "
+                               f"timing its all-to-all {_duration_words(log_s)}; at most {MAX_EP_GPUS:,} GPUs (e.g. 128 x 8)")
 
 
 def group_count(name: str, value: object) -> int:
     """``value`` as an int >= 1; a float, a bool or a count below 1 is refused by the group's name."""
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
-        raise ScenarioError(f"servers x gpus_per_server: {name} is {value!r}; give a whole number >= 1")
+        raise OptionError("servers x gpus_per_server", f"{name} is {value!r}; give a whole number >= 1")
     return int(value)
 
 
@@ -113,19 +115,19 @@ def check_ep_group(servers: object, gpus_per_server: object) -> tuple[int, int]:
     number >= 1, together at least 2 GPUs (an all-to-all) and at most MAX_EP_GPUS."""
     S, G = group_count("servers", servers), group_count("gpus_per_server", gpus_per_server)
     n = S * G
-    group = f"servers x gpus_per_server: {_count_words(S)} x {_count_words(G)} = {_count_words(n)} GPU{'s' * (n > 1)}"
+    option, group = "servers x gpus_per_server", f"{_count_words(S)} x {_count_words(G)} = {_count_words(n)} GPU{'s' * (n > 1)}"
     if n < 2:
-        raise ScenarioError(f"{group}: an all-to-all needs at least 2 GPUs; give more servers or GPUs per server")
+        raise OptionError(option, f"{group}: an all-to-all needs at least 2 GPUs; give more servers or GPUs per server")
     if n > MAX_EP_GPUS:
-        raise ScenarioError(_too_many(group, n))
-    _check_compiled(group, n)
+        raise _too_many(option, group, n)
+    _check_compiled(option, group, n)
     return S, G
 
 
-def _check_compiled(what: str, gpus: int) -> None:
+def _check_compiled(option: str, what: str, gpus: int) -> None:
     """Refuse more than MAX_GPUS_WITHOUT_NUMBA GPUs where the plain all-to-all would run on the Python engine."""
     if gpus > MAX_GPUS_WITHOUT_NUMBA and not _core.AVAILABLE:
-        raise ScenarioError(f"{what}: without numba one all-to-all is timed for at most {MAX_GPUS_WITHOUT_NUMBA} GPUs "
+        raise OptionError(option, f"{what}: without numba one all-to-all is timed for at most {MAX_GPUS_WITHOUT_NUMBA} GPUs "
                             "(16 x 8 take 37 s on the Python engine); pip install 'stepbudget[fast]' (or '.[fast]' "
                             f"from the repository) to time up to {MAX_EP_GPUS:,}")
 
@@ -136,23 +138,23 @@ def _check_compiled(what: str, gpus: int) -> None:
 def _check_layout(shape: tuple, dtype: np.dtype, where: str) -> int:
     """The side of a square matrix of real numbers with ``shape`` and ``dtype``; refused before it is loaded."""
     if len(shape) != 2:
-        raise ScenarioError(f"matrix: {where} has {len(shape)} dimension{'s' * (len(shape) != 1)} {tuple(shape)}; "
+        raise OptionError("matrix", f"{where} has {len(shape)} dimension{'s' * (len(shape) != 1)} {tuple(shape)}; "
                             "give one square 2-d matrix D[src, dst] of bytes")
     rows, cols = (int(x) for x in shape)
     if rows != cols:
-        raise ScenarioError(f"matrix: {where} is {_count_words(rows)} x {_count_words(cols)}, not square; "
+        raise OptionError("matrix", f"{where} is {_count_words(rows)} x {_count_words(cols)}, not square; "
                             "give one row and one column per GPU, D[src, dst]")
     if rows < 2:
-        raise ScenarioError(f"matrix: {where} is {rows} x {cols}; an all-to-all needs at least 2 GPUs, give a larger one")
+        raise OptionError("matrix", f"{where} is {rows} x {cols}; an all-to-all needs at least 2 GPUs, give a larger one")
     if rows > MAX_MATRIX_GPUS and _log10_timing_s(rows) >= math.log10(_LONG_S):  # say what it would need
-        raise ScenarioError(_too_many(f"matrix: {where} is for {_count_words(rows)} GPUs", rows))
+        raise _too_many("matrix", f"{where} is for {_count_words(rows)} GPUs", rows)
     if rows > MAX_MATRIX_GPUS:
-        raise ScenarioError(f"matrix: {where} is for {_count_words(rows)} GPUs; a given matrix is timed for at most "
+        raise OptionError("matrix", f"{where} is for {_count_words(rows)} GPUs; a given matrix is timed for at most "
                             f"{MAX_MATRIX_GPUS} (its values set the time: 256 GPUs of bytes spread wide take a minute), give a "
                             "smaller EP group's matrix")
-    _check_compiled(f"matrix: {where} is for {_count_words(rows)} GPUs", rows)
+    _check_compiled("matrix", f"{where} is for {_count_words(rows)} GPUs", rows)
     if dtype.hasobject or dtype.kind not in _REAL_KINDS:
-        raise ScenarioError(f"matrix: {where} holds {dtype} values, not real numbers of bytes; "
+        raise OptionError("matrix", f"{where} holds {dtype} values, not real numbers of bytes; "
                             "save integers or floats")
     return rows
 
@@ -167,7 +169,7 @@ def _check_values(D: np.ndarray, where: str) -> None:
             i, j = (int(x) for x in np.argwhere(bad)[0])
             v = float(D[i, j])
             shown = "NaN" if math.isnan(v) else "an infinity" if math.isinf(v) else f"{v:g}{what}"
-            raise ScenarioError(f"matrix: {where} has {shown} at row {i + 1}, column {j + 1} "
+            raise OptionError("matrix", f"{where} has {shown} at row {i + 1}, column {j + 1} "
                                 f"(counting from 1); {fix}")
 
 
@@ -177,7 +179,7 @@ def checked_matrix(matrix: object, where: str = "the matrix") -> np.ndarray:
     try:
         array = np.asarray(matrix)
     except (ValueError, TypeError) as e:  # ragged nested lists
-        raise ScenarioError(f"matrix: {where} is not one rectangular array ({str(e).splitlines()[0][:80]}); "
+        raise OptionError("matrix", f"{where} is not one rectangular array ({str(e).splitlines()[0][:80]}); "
                             "give a square matrix of bytes") from None
     _check_layout(array.shape, array.dtype, where)
     with np.errstate(over="ignore"):  # a long double past float64's range becomes inf, refused just below
@@ -196,14 +198,14 @@ def _npy_header(data: bytes, where: str) -> tuple[tuple, bool, np.dtype, int]:
         version = np.lib.format.read_magic(fh)
         read = _NPY_HEADERS.get(version)
         if read is None:
-            raise ScenarioError(f"matrix: {where} is .npy version {version[0]}.{version[1]}; save it with "
+            raise OptionError("matrix", f"{where} is .npy version {version[0]}.{version[1]}; save it with "
                                 "numpy.save as a plain array (version 1.0 or 2.0)")
         shape, fortran_order, dtype = read(fh)
     except ScenarioError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse an untrusted header is the same bad file
         reason = (str(e).splitlines() or [type(e).__name__])[0][:80]
-        raise ScenarioError(f"matrix: {where} has no valid .npy header ({reason}); save it again with numpy.save") \
+        raise OptionError("matrix", f"{where} has no valid .npy header ({reason}); save it again with numpy.save") \
             from None
     return shape, fortran_order, dtype, fh.tell()
 
@@ -215,7 +217,7 @@ def _npy_matrix(data: bytes, where: str) -> np.ndarray:
     need, have = side * side * dtype.itemsize, len(data) - offset
     if have != need:
         state = "is truncated" if have < need else "has bytes after its array"
-        raise ScenarioError(f"matrix: {where} {state}: its header says {side} x {side} {dtype} ({need:,} bytes) "
+        raise OptionError("matrix", f"{where} {state}: its header says {side} x {side} {dtype} ({need:,} bytes) "
                             f"but {have:,} follow; save it again with numpy.save")
     array = np.load(io.BytesIO(data), allow_pickle=False)  # the header said what it holds and the size fits
     return checked_matrix(array, where)
@@ -245,18 +247,18 @@ def _csv_rows(text: str, where: str) -> list[list[str]]:
         if not line or line.startswith("#"):
             continue
         if len(lines) == MAX_MATRIX_GPUS:
-            raise ScenarioError(f"matrix: {where} has over {MAX_MATRIX_GPUS} rows (one per source GPU); a given matrix "
+            raise OptionError("matrix", f"{where} has over {MAX_MATRIX_GPUS} rows (one per source GPU); a given matrix "
                                 f"is timed for at most {MAX_MATRIX_GPUS} GPUs, give a smaller EP group's matrix")
         if _field_count(line, sep) > MAX_MATRIX_GPUS:
-            raise ScenarioError(f"matrix: {where} has over {MAX_MATRIX_GPUS} values in line {r} (one per destination "
+            raise OptionError("matrix", f"{where} has over {MAX_MATRIX_GPUS} values in line {r} (one per destination "
                                 f"GPU); a given matrix is timed for at most {MAX_MATRIX_GPUS} GPUs, give a smaller one")
         lines.append(line)
     if not lines:
-        raise ScenarioError(f"matrix: {where} is empty; give one row of bytes per source GPU")
+        raise OptionError("matrix", f"{where} is empty; give one row of bytes per source GPU")
     rows = [[field.strip() for field in line.split(sep)] if sep else line.split() for line in lines]
     for r, row in enumerate(rows, start=1):
         if len(row) != len(rows[0]):
-            raise ScenarioError(f"matrix: {where} has {len(row)} value{'s' * (len(row) != 1)} in row {r} but "
+            raise OptionError("matrix", f"{where} has {len(row)} value{'s' * (len(row) != 1)} in row {r} but "
                                 f"{len(rows[0])} in row 1; "
                                 "give every row one value per GPU")
     return rows
@@ -267,7 +269,7 @@ def _number(field: str, r: int, c: int, where: str) -> float:
         return float(field)
     except ValueError:
         shown = repr(field[:20]) if field else "an empty field"
-        raise ScenarioError(f"matrix: {where} has {shown} at row {r}, column {c} (counting from 1), not a number; "
+        raise OptionError("matrix", f"{where} has {shown} at row {r}, column {c} (counting from 1), not a number; "
                             "give bytes as plain numbers") from None
 
 
@@ -292,19 +294,19 @@ def load_matrix(path: str | os.PathLike) -> np.ndarray:
     name = os.fspath(path)
     where = repr(name)
     if name.lower().endswith(".npz"):
-        raise ScenarioError(f"matrix: {where} is an .npz archive; save one array with numpy.save as .npy, or as CSV")
+        raise OptionError("matrix", f"{where} is an .npz archive; save one array with numpy.save as .npy, or as CSV")
     data = read_bytes(name, "matrix")
     if data.startswith(_ZIP_MAGIC):
-        raise ScenarioError(f"matrix: {where} is a zip archive (an .npz?); save one array with numpy.save as .npy, "
+        raise OptionError("matrix", f"{where} is a zip archive (an .npz?); save one array with numpy.save as .npy, "
                             "or as CSV")
     if data.startswith(_NPY_MAGIC):
         return _npy_matrix(data, where)
     if name.lower().endswith(".npy"):
-        raise ScenarioError(f"matrix: {where} does not start as a .npy file does; save it with numpy.save, or give "
+        raise OptionError("matrix", f"{where} does not start as a .npy file does; save it with numpy.save, or give "
                             "a CSV file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ScenarioError(f"matrix: {where} is neither .npy nor UTF-8 text (byte {e.start:,}); give a .npy or CSV "
+        raise OptionError("matrix", f"{where} is neither .npy nor UTF-8 text (byte {e.start:,}); give a .npy or CSV "
                             "file") from None
     return _csv_matrix(text, where)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.a2a.matrix_input import MAX_EP_GPUS, check_ep_group, checked_matrix, group_count, load_matrix
 from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, gpu_traffic_matrix, node_limited_traffic,
@@ -54,15 +55,15 @@ def parse_skew(text: str) -> Skew:
         return Skew("uniform")
     kind, colon, value = t.partition(":")
     if kind not in ("zipf", "pairs", "experts") or not colon:
-        raise ScenarioError(f"skew: {text[:40]!r} is not uniform, zipf:S or experts:S; e.g. zipf:0.8")
+        raise OptionError("skew", f"{text[:40]!r} is not uniform, zipf:S or experts:S; e.g. zipf:0.8")
     if not value.strip():
-        raise ScenarioError(f"skew: {text[:40]!r} has no exponent after the colon; e.g. {kind}:0.8")
+        raise OptionError("skew", f"{text[:40]!r} has no exponent after the colon; e.g. {kind}:0.8")
     try:
         s = float(value)
     except ValueError:
-        raise ScenarioError(f"skew: exponent {value[:40]!r} is not a number; e.g. {kind}:0.8") from None
+        raise OptionError("skew", f"exponent {value[:40]!r} is not a number; e.g. {kind}:0.8") from None
     if not 0 <= s <= MAX_SKEW_EXPONENT:  # NaN fails both comparisons
-        raise ScenarioError(f"skew: the Zipf exponent {value.strip()[:40]!r} is not in [0, {MAX_SKEW_EXPONENT:g}] "
+        raise OptionError("skew", f"the Zipf exponent {value.strip()[:40]!r} is not in [0, {MAX_SKEW_EXPONENT:g}] "
                             f"(0 is balanced, past {MAX_SKEW_EXPONENT:g} one peer takes everything); e.g. {kind}:0.8")
     return Skew("experts" if kind == "experts" else "pairs", s + 0.0)  # + 0.0: -0 is 0
 
@@ -136,7 +137,7 @@ def layer_inputs(sc: Scenario) -> LayerInputs:
 def _check_split(moe: MoE, S: int, G: int) -> None:
     """Refuse a group the experts do not split over evenly (round-robin placement, as the budget assumes)."""
     if moe.num_experts % (S * G):
-        raise ScenarioError(f"servers x gpus_per_server: {moe.num_experts} experts do not split over "
+        raise OptionError("servers x gpus_per_server", f"{moe.num_experts} experts do not split over "
                             f"{S} x {G} = {S * G} GPUs; use a GPU count that divides {moe.num_experts}")
 
 
@@ -144,7 +145,7 @@ def _check_node_limit(moe: MoE, S: int, G: int) -> None:
     """Refuse a group whose servers hold too few experts for a token's top_k under the node limit."""
     per_server, reach = moe.num_experts // S, min(moe.node_limit or S, S)  # round-robin: E / S experts a server
     if reach * per_server < moe.top_k:
-        raise ScenarioError(f"servers x gpus_per_server: {S} x {G} GPUs hold {per_server} expert"
+        raise OptionError("servers x gpus_per_server", f"{S} x {G} GPUs hold {per_server} expert"
                             f"{'s' * (per_server != 1)} a server, so a token's top_k = {moe.top_k} experts do not "
                             f"fit on the {reach} servers model.moe.node_limit lets it reach; put more GPUs in each "
                             "server or raise model.moe.node_limit")
@@ -179,7 +180,7 @@ def _matrix_group(side: int, S: int | None, G: int | None, layout_G: int) -> tup
     elif G is None:
         G = max(side // S, 1)
     if S * G != side:
-        raise ScenarioError(f"matrix: it is {side} x {side} but servers x gpus_per_server is {S:,} x {G:,} = "
+        raise OptionError("matrix", f"it is {side} x {side} but servers x gpus_per_server is {S:,} x {G:,} = "
                             f"{S * G:,} GPUs; give the servers and GPUs per server it was measured on "
                             f"(a product of {side})")
     return S, G

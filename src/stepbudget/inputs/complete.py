@@ -27,7 +27,7 @@ from typing import Any
 
 from stepbudget.enums import Origin
 from stepbudget.inputs import catalog
-from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.hardware import gpu_node, gpu_presets, named_gpu
 
 Path = tuple[str, ...]
@@ -127,7 +127,7 @@ def _assign(data: dict, stated_at: dict[str, str], path: Path, value: Any, where
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ScenarioError(f"override {dotted(path)}: {part!r} is a value, not a section; check the key")
+            raise OptionError("override", f"{dotted(path)}: {part!r} is a value, not a section; check the key", sep=" ")
         node = child
     section, name = path[:-1], path[-1]
     if name == CATALOG_KEY and section in NAMED_SECTIONS:

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.errors import OptionError
 
 MAX_INPUT_BYTES = 8 * 2**20
 """Largest file read (8 MiB): a scenario or runs file is a few kB, a 256 x 256 matrix of float64 0.5 MiB."""
@@ -37,7 +37,7 @@ def _encoded(path: str, what: str) -> bytes:
     try:
         return path.encode("utf-8")
     except UnicodeEncodeError:
-        raise ScenarioError(f"{what}: {path!r} has a byte that is not UTF-8 in its name; rename it") from None
+        raise OptionError(what, f"{path!r} has a byte that is not UTF-8 in its name; rename it") from None
 
 
 def _check_lengths(path: str, what: str, folder: Path | None = None, spare: int = 0) -> None:
@@ -48,10 +48,10 @@ def _check_lengths(path: str, what: str, folder: Path | None = None, spare: int 
         limit = os.pathconf(folder or ".", "PC_NAME_MAX")
     longest = max((len(part) for part in raw.split(b"/")), default=0)
     if longest + spare > limit:
-        raise ScenarioError(f"{what}: a name in {path[:40]!r}... is {longest} bytes; at most {limit - spare} here, "
+        raise OptionError(what, f"a name in {path[:40]!r}... is {longest} bytes; at most {limit - spare} here, "
                             "shorten it")
     if len(raw) > PATH_MAX:
-        raise ScenarioError(f"{what}: the path is {len(raw):,} bytes; at most {PATH_MAX:,}, shorten it")
+        raise OptionError(what, f"the path is {len(raw):,} bytes; at most {PATH_MAX:,}, shorten it")
 
 
 def _regular(path: str, what: str, limit: int) -> None:
@@ -61,12 +61,12 @@ def _regular(path: str, what: str, limit: int) -> None:
         info = os.stat(path)
     except OSError as e:
         fix = "check the path" if e.errno == errno.ENOENT else "check the file and its folders"
-        raise ScenarioError(f"{what}: cannot read {path!r} ({_reason(e)}); {fix}") from None
+        raise OptionError(what, f"cannot read {path!r} ({_reason(e)}); {fix}") from None
     kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
     if kind is not None:
-        raise ScenarioError(f"{what}: {path!r} is {kind}, not a file; give a file")
+        raise OptionError(what, f"{path!r} is {kind}, not a file; give a file")
     if info.st_size > limit:
-        raise ScenarioError(f"{what}: {path!r} is {info.st_size:,} bytes; at most {limit:,} bytes are read, "
+        raise OptionError(what, f"{path!r} is {info.st_size:,} bytes; at most {limit:,} bytes are read, "
                             "give a smaller file")
 
 
@@ -78,9 +78,9 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int = MAX_INPUT_BYTES)
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)  # a file that grew since stat is still bounded
     except OSError as e:
-        raise ScenarioError(f"{what}: cannot read {path!r} ({_reason(e)}); check the file") from None
+        raise OptionError(what, f"cannot read {path!r} ({_reason(e)}); check the file") from None
     if len(data) > limit:
-        raise ScenarioError(f"{what}: {path!r} is over {limit:,} bytes; give a smaller file")
+        raise OptionError(what, f"{path!r} is over {limit:,} bytes; give a smaller file")
     return data
 
 
@@ -90,7 +90,7 @@ def read_text(path: str | os.PathLike, what: str, limit: int = MAX_INPUT_BYTES) 
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ScenarioError(f"{what}: {os.fspath(path)!r} is not UTF-8 text (byte {e.start:,}); save it as UTF-8") from None
+        raise OptionError(what, f"{os.fspath(path)!r} is not UTF-8 text (byte {e.start:,}); save it as UTF-8") from None
 
 
 def partial_name(path: Path) -> Path:
@@ -106,21 +106,21 @@ def check_writable(path: str, what: str) -> None:
     """Refuse, before any work, a target that cannot be written: a bad name, a missing or read-only folder,
     a folder where the file should be."""
     if not path.strip():
-        raise ScenarioError(f"{what}: an empty path; give a file name")
+        raise OptionError(what, "an empty path; give a file name")
     _check_lengths(path, what)
     target = Path(path)
     try:
         folder = target.absolute().parent
         if not folder.is_dir():
-            raise ScenarioError(f"{what}: folder {str(folder)!r} does not exist; create it or choose another path")
+            raise OptionError(what, f"folder {str(folder)!r} does not exist; create it or choose another path")
         if target.is_dir():
-            raise ScenarioError(f"{what}: {path!r} is a folder; give a file name")
+            raise OptionError(what, f"{path!r} is a folder; give a file name")
         if target.exists() and not target.is_file():
-            raise ScenarioError(f"{what}: {path!r} exists and is not a file; give a file name")
+            raise OptionError(what, f"{path!r} exists and is not a file; give a file name")
     except OSError as e:
-        raise ScenarioError(f"{what}: cannot use {path!r} ({_reason(e)}); choose another path") from None
+        raise OptionError(what, f"cannot use {path!r} ({_reason(e)}); choose another path") from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ScenarioError(f"{what}: cannot write in {str(folder)!r}; choose a writable folder")
+        raise OptionError(what, f"cannot write in {str(folder)!r}; choose a writable folder")
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object], what: str) -> None:
@@ -135,7 +135,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object], what:
         write(tmp)
         os.replace(tmp, path)
     except OSError as e:
-        raise ScenarioError(f"{what}: cannot write {str(path)!r} ({_reason(e)}); choose a writable path") from None
+        raise OptionError(what, f"cannot write {str(path)!r} ({_reason(e)}); choose a writable path") from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

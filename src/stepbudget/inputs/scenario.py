@@ -19,7 +19,7 @@ from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.complete import Path as FieldPath
 from stepbudget.inputs.complete import Source, Stated, complete, provenance
 from stepbudget.inputs.documents import LimitError, plain, read_document, read_yaml
-from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.files import read_text
 from stepbudget.inputs.hardware import Cluster
 from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
@@ -430,24 +430,24 @@ def parse_sets(overrides: Sequence[str]) -> list[tuple[FieldPath, Any]]:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            problems.append(f"override {item[:60]!r}: write section.field=value, e.g. layout.pp=8")
+            problems.append(f"{item[:60]!r}: write section.field=value, e.g. layout.pp=8")
             continue
         if "" in (parts := tuple(p.strip() for p in key.split("."))):
-            problems.append(f"override {key[:60]!r}: a name between the dots is empty; write section.field=value, "
+            problems.append(f"{key[:60]!r}: a name between the dots is empty; write section.field=value, "
                             "e.g. layout.pp=8")
             continue
         try:
             value = read_yaml(text)
         except LimitError as e:
-            problems.append(f"override {key[:60]}: {e}")
+            problems.append(f"{key[:60]}: {e}")
             continue
         except yaml.YAMLError:
             value = text
         if value is None and text.strip() not in ("null", "~"):
             value = text  # YAML reads tags like "!" as null: keep the text so validation names it
         pairs.append((parts, value))
-    if problems:
-        raise ScenarioError("\n".join(problems))
+    if problems:  # each line "override KEY: ...", which --set gave
+        raise OptionError("override", "\n".join(problems), sep=" ")
     return pairs
 
 

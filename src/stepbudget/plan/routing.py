@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
+
 __all__ = ["busiest_gpu_factor", "busiest_gpu_factors", "expert_popularity", "remote_nodes_per_token"]
 
 
@@ -26,11 +28,11 @@ def _count(name: str, value, minimum: int = 1) -> int:
 def _zipf_exponent(skew) -> float:
     if isinstance(skew, str):
         if skew != "uniform":
-            raise ValueError(f"skew must be 'uniform' or a Zipf exponent >= 0, got {skew!r}; pass e.g. skew=0.8")
+            raise OptionError("skew", f"must be 'uniform' or a Zipf exponent >= 0, got {skew!r}; pass e.g. skew=0.8")
         return 0.0
     s = float(skew)
     if not np.isfinite(s) or s < 0:
-        raise ValueError(f"skew must be 'uniform' or a Zipf exponent >= 0, got {skew!r}; pass e.g. skew=0.8")
+        raise OptionError("skew", f"must be 'uniform' or a Zipf exponent >= 0, got {skew!r}; pass e.g. skew=0.8")
     return s
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.budget.step import DIMS, Budget, estimate
-from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.derive import derive
 from stepbudget.sim.engine import run_graph
 from stepbudget.sim.graph import TaskKind
@@ -43,12 +44,11 @@ class Jitter:
         for name in ("compute_cv", "link_cv"):
             value = getattr(self, name)
             if not 0 <= value < 10:  # a CV of 10 is a tail no measured cluster shows; NaN fails here too
-                raise ScenarioError(f"{name}: {value} is not a coefficient of variation; give a number in [0, 10), "
-                                    "e.g. 0.05")
+                raise OptionError(name, f"{value} is not a coefficient of variation; give a number in [0, 10), e.g. 0.05")
         if not 0 <= self.straggler_p <= 1:
-            raise ScenarioError(f"straggler_p: {self.straggler_p} is not a probability; give 0 to 1, e.g. 0.01")
+            raise OptionError("straggler_p", f"{self.straggler_p} is not a probability; give 0 to 1, e.g. 0.01")
         if not 1 <= self.straggler_slowdown <= 1000:
-            raise ScenarioError(f"straggler_slowdown: {self.straggler_slowdown} is not a slow-down; give 1 to 1000, "
+            raise OptionError("straggler_slowdown", f"{self.straggler_slowdown} is not a slow-down; give 1 to 1000, "
                                 "e.g. 1.5")
 
     @property
@@ -100,7 +100,7 @@ def check_link_rate(link_rate: float) -> None:
     """ScenarioError unless ``link_rate`` is a scale a link can run at: ``MIN_LINK_RATE`` to ``MAX_LINK_RATE``."""
     if isinstance(link_rate, bool) or not isinstance(link_rate, (int, float, np.floating, np.integer)) \
             or not MIN_LINK_RATE <= link_rate <= MAX_LINK_RATE:  # NaN fails here too
-        raise ScenarioError(f"link_rate: {link_rate!r} is not a scale a link runs at; give {MIN_LINK_RATE:g} to "
+        raise OptionError("link_rate", f"{link_rate!r} is not a scale a link runs at; give {MIN_LINK_RATE:g} to "
                             f"{MAX_LINK_RATE:g} (0.5 = half rate; below a thousandth a link is down, not slow)")
 
 
@@ -231,10 +231,10 @@ def check_draws(steps: int, replicas: int) -> None:
     ``MAX_DRAWS``: checked before any pipeline is simulated."""
     for name, value in (("steps", steps), ("replicas", replicas)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ScenarioError(f"{name}: {value!r} must be a whole number of at least 1")
+            raise OptionError(name, f"{value!r} must be a whole number of at least 1")
     if steps * replicas > MAX_DRAWS:
-        raise ScenarioError(
-            f"steps x replicas: {steps:,} steps x {replicas:,} replicas draw {steps * replicas:,} pipelines, more "
+        raise OptionError(
+            "steps x replicas", f"{steps:,} steps x {replicas:,} replicas draw {steps * replicas:,} pipelines, more "
             f"than the {MAX_DRAWS:,} one tail takes (about 5 s); give fewer steps or replicas"
         )
 
@@ -249,8 +249,8 @@ def check_full(steps: int, replicas: int) -> None:
     ``MAX_FULL_PIPELINES`` pipelines; checked before any is simulated."""
     check_draws(steps, replicas)
     if steps * replicas > MAX_FULL_PIPELINES:
-        raise ScenarioError(
-            f"steps x replicas: {steps:,} steps x {replicas:,} replicas simulated in full are {steps * replicas:,} "
+        raise OptionError(
+            "steps x replicas", f"{steps:,} steps x {replicas:,} replicas simulated in full are {steps * replicas:,} "
             f"pipelines, more than the {MAX_FULL_PIPELINES:,} one run takes; give fewer, or drop --full for the bootstrap"
         )
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.inputs.errors import OptionError
+from stepbudget.inputs.scenario import Scenario
 from stepbudget.sim.step import Jitter
 from stepbudget.sweep.grid import Point, Sweep, points as grid_points
 from stepbudget.sweep.point import failed_row, timed
@@ -91,14 +92,14 @@ def dask_installed() -> bool:
 
 def check_workers(workers: int | None, scheduler: str | None) -> None:
     if workers is not None and not 0 <= workers <= MAX_WORKERS:
-        raise ScenarioError(f"workers: {workers} is not a number of worker processes; give 0 (this process) to "
+        raise OptionError("workers", f"{workers} is not a number of worker processes; give 0 (this process) to "
                             f"{MAX_WORKERS}")
     if workers is not None and scheduler is not None:
-        raise ScenarioError("workers: give --workers (a local cluster) or --scheduler (an existing one), not both")
+        raise OptionError("workers", "give --workers (a local cluster) or --scheduler (an existing one), not both")
     if scheduler is not None and not scheduler.strip():
-        raise ScenarioError("scheduler: an empty address; give the scheduler's, e.g. tcp://10.0.0.5:8786")
+        raise OptionError("scheduler", "an empty address; give the scheduler's, e.g. tcp://10.0.0.5:8786")
     if scheduler is not None and not dask_installed():
-        raise ScenarioError("scheduler: running on a Dask cluster needs dask.distributed, which is not installed; "
+        raise OptionError("scheduler", "running on a Dask cluster needs dask.distributed, which is not installed; "
                             "pip install 'stepbudget[dist]' (or '.[dist]' from the repository)")
 
 
@@ -120,7 +121,7 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
             try:
                 client = Client(scheduler, timeout="20s")
             except (OSError, TimeoutError, ValueError) as e:
-                raise ScenarioError(f"scheduler: cannot reach {scheduler!r} ({_first_line(e)[:120]}); check "
+                raise OptionError("scheduler", f"cannot reach {scheduler!r} ({_first_line(e)[:120]}); check "
                                     "the address and that the scheduler runs") from None
             with client:
                 yield client, Where("cluster", len(client.scheduler_info()["workers"]), client.dashboard_link)
@@ -131,7 +132,7 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
                                        dashboard_address=DASHBOARD if _has_bokeh() else None,
                                        silence_logs=logging.CRITICAL)  # workers too: their shutdown noise
         except (RuntimeError, OSError, TimeoutError) as e:
-            raise ScenarioError(f"workers: the local Dask cluster did not start ({_first_line(e)[:120]}); "
+            raise OptionError("workers", f"the local Dask cluster did not start ({_first_line(e)[:120]}); "
                                 "give --workers 0 to run in this process") from None
         with cluster, Client(cluster) as client:
             try:

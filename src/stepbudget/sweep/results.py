@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.inputs.files import atomic_write
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.sweep.grid import Point, Sweep
@@ -157,17 +158,17 @@ def open_results(out: str | os.PathLike, sweep: Sweep, points: list[Point], resu
     root = Path(out)
     try:
         if root.exists() and not root.is_dir():
-            raise ScenarioError(f"out: {str(root)!r} is a file; give a folder for the results")
+            raise OptionError("out", f"{str(root)!r} is a file; give a folder for the results")
         had_grid = (root / GRID).exists()
         if root.exists() and not had_grid and any(p.name != LOCK for p in root.iterdir()):
-            raise ScenarioError(f"out: {str(root)!r} holds other files; give a new or empty folder for the results")
+            raise OptionError("out", f"{str(root)!r} holds other files; give a new or empty folder for the results")
         if had_grid and not resume:
-            raise ScenarioError(f"out: {str(root)!r} holds a sweep's results already; add --resume to go on with it, "
+            raise OptionError("out", f"{str(root)!r} holds a sweep's results already; add --resume to go on with it, "
                                 "or give a new folder")
         (root / POINTS).mkdir(parents=True, exist_ok=True)
         fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise ScenarioError(f"out: cannot use {str(root)!r} ({e.strerror or e}); choose a writable folder") from None
+        raise OptionError("out", f"cannot use {str(root)!r} ({e.strerror or e}); choose a writable folder") from None
     try:
         import fcntl
 
@@ -176,7 +177,7 @@ def open_results(out: str | os.PathLike, sweep: Sweep, points: list[Point], resu
         pass
     except OSError:
         os.close(fd)
-        raise ScenarioError(f"out: another sweep is writing {str(root)!r}; wait for it to end or give another folder") \
+        raise OptionError("out", f"another sweep is writing {str(root)!r}; wait for it to end or give another folder") \
             from None
     results = ResultsDir(root, sweep, fd)
     try:
@@ -184,7 +185,7 @@ def open_results(out: str | os.PathLike, sweep: Sweep, points: list[Point], resu
         _replace(root / GRID, json.dumps(grid_document(sweep, points), indent=1) + "\n")
     except OSError as e:
         results.close()
-        raise ScenarioError(f"out: cannot write in {str(root)!r} ({e.strerror or e}); choose a writable folder") \
+        raise OptionError("out", f"cannot write in {str(root)!r} ({e.strerror or e}); choose a writable folder") \
             from None
     return results
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.budget.memory import memory_per_gpu
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
@@ -86,16 +87,16 @@ def parse_gpus(text: str) -> list[int]:
     """'1024,2048,4096' -> [1024, 2048, 4096]; ScenarioError naming ``sizes`` otherwise (bounds as ``check_sizes``)."""
     parts = [x for x in text.split(",") if x.strip()]
     if len(parts) > MAX_SIZES:
-        raise ScenarioError(f"sizes: {len(parts):,} GPU counts, more than the {MAX_SIZES} one curve takes; "
+        raise OptionError("sizes", f"{len(parts):,} GPU counts, more than the {MAX_SIZES} one curve takes; "
                             "give fewer sizes, e.g. powers of two")
     try:
         sizes = [int(x.replace("_", "")) for x in parts]
     except ValueError:
         shown = text if len(text) <= 60 else text[:57] + "..."
-        raise ScenarioError(f"sizes: {shown!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
+        raise OptionError("sizes", f"{shown!r} is not a comma-separated list of GPU counts, e.g. 1024,2048,4096") from None
     if not sizes or any(n < 1 for n in sizes):
         shown = text if len(text) <= 60 else text[:57] + "..."
-        raise ScenarioError(f"sizes: {shown!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
+        raise OptionError("sizes", f"{shown!r} needs one or more positive GPU counts, e.g. 1024,2048,4096")
     check_sizes(sizes)
     return sizes
 
@@ -106,15 +107,15 @@ def check_sizes(sizes: list[int], research: bool = False) -> None:
     most, limit = (MAX_RESEARCH_SIZES, MAX_SEARCH_GPUS) if research else (MAX_SIZES, MAX_COUNT)
     why = "a search's bound, sweep/space.py" if research else "cluster.gpus' bound"
     if not sizes:
-        raise ScenarioError("sizes: no GPU count given; give one or more, e.g. 1024,2048,4096")
+        raise OptionError("sizes", "no GPU count given; give one or more, e.g. 1024,2048,4096")
     if len(sizes) > most:
-        raise ScenarioError(f"sizes: {len(sizes):,} GPU counts, more than the {most} one "
+        raise OptionError("sizes", f"{len(sizes):,} GPU counts, more than the {most} one "
                             f"{'re-searched ' if research else ''}curve takes; give fewer sizes")
     for n in sizes:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ScenarioError(f"sizes: {n!r} is not a GPU count; give positive integers, e.g. 1024,2048,4096")
+            raise OptionError("sizes", f"{n!r} is not a GPU count; give positive integers, e.g. 1024,2048,4096")
         if n > limit:
-            raise ScenarioError(f"sizes: {_gpus(int(n))} is past the largest size, {limit:,} ({why}); "
+            raise OptionError("sizes", f"{_gpus(int(n))} is past the largest size, {limit:,} ({why}); "
                                 f"give sizes up to {limit:,}")
 
 
@@ -144,7 +145,7 @@ def scale(scenario: Scenario, sizes: list[int], *, weak: bool = False, research:
             )
     dp = np.array([n // group for n in sizes])
     if weak and seqs0 % dp0:
-        raise ScenarioError(f"weak: {seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
+        raise OptionError("weak", f"{seqs0} sequences do not split evenly over dp = {dp0}; change the batch")
     if weak:
         _check_weak_batch(sizes, [int(d) for d in dp], seqs0 // dp0)
     seqs = dp * (seqs0 // dp0) if weak else np.full(len(sizes), seqs0)
@@ -171,7 +172,7 @@ def _check_weak_batch(sizes: list[int], dps: list[int], per_replica: int) -> Non
     """Weak scaling grows the batch with DP: ScenarioError naming ``sizes`` where it would pass the largest batch."""
     for n, d in zip(sizes, dps):
         if d * per_replica > MAX_COUNT:
-            raise ScenarioError(f"sizes: weak scaling to {n:,} GPUs needs {d * per_replica:,} sequences per step, past "
+            raise OptionError("sizes", f"weak scaling to {n:,} GPUs needs {d * per_replica:,} sequences per step, past "
                                 f"the largest batch ({MAX_COUNT:,}, batch.global_batch_seqs' bound); give fewer GPUs")
 
 

@@ -30,6 +30,7 @@ from typing import Iterator
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.budget.pipeline import schedule_valid
 from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, RECOMPUTE_CODES, SCHEDULE_CODES, DataParallel, Recompute,
                               Schedule)
@@ -170,11 +171,11 @@ def check_search_gpus(gpus: int | None, cluster_gpus: int) -> int:
     Checked before any divisor is listed: the divisors of a count take sqrt(count) steps to find.
     """
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1):
-        raise ScenarioError(f"gpus: {gpus!r} is not a GPU count; give a positive integer")
+        raise OptionError("gpus", f"{gpus!r} is not a GPU count; give a positive integer")
     n = int(gpus) if gpus is not None else cluster_gpus
     name = "gpus" if gpus is not None else "cluster.gpus"
     if n > MAX_SEARCH_GPUS:
-        raise ScenarioError(f"{name}: a search enumerates at most {MAX_SEARCH_GPUS:,} GPUs (16 times the largest "
+        raise OptionError(name, f"a search enumerates at most {MAX_SEARCH_GPUS:,} GPUs (16 times the largest "
                             f"cluster built), got {n:,}; search fewer GPUs")
     return n
 

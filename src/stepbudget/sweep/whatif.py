@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.rate import kernel_scenario
 from stepbudget.budget.step import DIMS, Budget, estimate
-from stepbudget.inputs.errors import prefixed
+from stepbudget.inputs.errors import OptionError, prefixed
 from stepbudget.inputs.scenario import Scenario, ScenarioError, load, parse_sets
 from stepbudget.plan.derive import derive
 
@@ -53,10 +53,10 @@ def parse_vary(text: str) -> tuple[str, ...]:
     try:
         items = tuple(shlex.split(text.replace(";", " ")))
     except ValueError as e:
-        raise ScenarioError(f"variant {text!r}: {e}; quote values that contain spaces") from None
+        raise OptionError("vary", f"{text!r}: {e}; quote values that contain spaces") from None
     bad = [x for x in items if "=" not in x or not x.partition("=")[0]]
     if not items or bad:
-        raise ScenarioError(f"variant {text!r}: write KEY=VALUE pairs separated by spaces, "
+        raise OptionError("vary", f"{text!r}: write KEY=VALUE pairs separated by spaces, "
                             "e.g. 'layout.pp=8 cluster.gpus=8192'")
     return items
 

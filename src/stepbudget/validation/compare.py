@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.inputs.profiles import load_profile
-from stepbudget.inputs.scenario import Scenario, ScenarioError
+from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.derive import derive
 from stepbudget.validation.convert import Case, to_case
 from stepbudget.validation.memory_fit import Fit, memory_fit
@@ -105,10 +106,10 @@ def explain(paths: str | list[str] | None, run_id: str, profile: str | None = No
         raise RunError(malformed.message)
     if run is None:
         example = f", e.g. {runs[0]['id']}" if runs else ""
-        raise ScenarioError(f"run_id: no run {run_id!r} in the runs read; give an id that validate lists{example}")
+        raise OptionError("run_id", f"no run {run_id!r} in the runs read; give an id that validate lists{example}")
     case = to_case(run)
     if case.scenario is None:
-        raise ScenarioError(f"run_id: run {run_id!r} cannot be turned into a scenario: {case.reason}")
+        raise OptionError("run_id", f"run {run_id!r} cannot be turned into a scenario: {case.reason}")
     if profile is not None:
         load_profile(profile)
     b = estimate(derive(case.scenario if profile is None else with_profile(case.scenario, profile)))

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from stepbudget.inputs.errors import OptionError
 from stepbudget.budget.step import estimate
 from stepbudget.inputs.profiles import PARAMETERS, Profile, gpu_family, kind
-from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.plan.derive import Plan, derive
 from stepbudget.validation.compare import Row, Summary, summarize
 from stepbudget.validation.convert import Case
@@ -248,9 +248,9 @@ def check_params(params: Sequence[str]) -> list[str]:
     out = [p.strip() for p in params if p.strip()]
     for p in out:
         if p not in PARAMETERS:
-            raise ScenarioError(f"params: {p!r} is not a parameter; use some of {', '.join(PARAMETERS)}")
+            raise OptionError("params", f"{p!r} is not a parameter; use some of {', '.join(PARAMETERS)}")
     if not out:
-        raise ScenarioError(f"params: none given; use some of {', '.join(PARAMETERS)}")
+        raise OptionError("params", f"none given; use some of {', '.join(PARAMETERS)}")
     return list(dict.fromkeys(out))
 
 
@@ -258,11 +258,11 @@ def calibrate(cases: Sequence[Case], params: Sequence[str] = DEFAULT_PARAMS, by:
               rounds: int = BOOTSTRAP, progress: Callable[[int, int], None] | None = None) -> list[GroupFit]:
     """Fit one profile per group of the predictable ``cases`` (``by``: none, gpu or framework)."""
     if by not in GROUPS:
-        raise ScenarioError(f"group_by: {by!r}; use one of {', '.join(GROUPS)}")
+        raise OptionError("group_by", f"{by!r}; use one of {', '.join(GROUPS)}")
     wanted = check_params(params)
     usable = [c for c in cases if c.scenario is not None and c.reason is None and c.measured_step_s]
     if not usable:
-        raise ScenarioError("runs file: no run can be predicted; give runs with a model, layout and measured step")
+        raise OptionError("runs file", "no run can be predicted; give runs with a model, layout and measured step")
     points: list[Point] = []
     total = 2 * len(usable)
     for c in usable:

@@ -19,6 +19,7 @@ import yaml
 
 from stepbudget.inputs.documents import plain, read_yaml
 from stepbudget.inputs.files import read_text
+from stepbudget.inputs.errors import OptionError
 from stepbudget.inputs.scenario import ScenarioError
 from stepbudget.validation.stated import CONVENTIONS, element_bytes_of, text_of
 
@@ -90,6 +91,13 @@ class RunError(ScenarioError):
     """A run in a runs file is malformed: the message names its id and the field."""
 
 
+class RunsFileError(OptionError, RunError):
+    """The runs file itself cannot be read: its option's problem."""
+
+    def __init__(self, problem: str):
+        super().__init__("runs file", problem)
+
+
 def shipped_runs_text() -> str:
     return (resources.files("stepbudget.validation") / SHIPPED).read_text(encoding="utf-8")
 
@@ -119,18 +127,18 @@ def read_runs(path: str | Path | None = None) -> tuple[list[dict], list[Malforme
     where = str(path) if path else SHIPPED
     try:
         text = read_text(path, "runs file") if path else shipped_runs_text()
-    except ScenarioError as e:
-        raise RunError(str(e)) from None
+    except OptionError as e:  # the file's own problem, named by the option that gave it
+        raise RunsFileError(e.problem) from None
     try:
         data = read_yaml(text)
     except yaml.YAMLError as e:
-        raise RunError(f"runs file: {where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
+        raise RunsFileError(f"{where} is not valid YAML ({str(e).splitlines()[0]}); fix the syntax") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         try:
             plain(data, "runs")
         except ScenarioError as e:
-            raise RunError(f"runs file: {e}") from None
-        raise RunError(f"runs file: {where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
+            raise RunsFileError(str(e)) from None
+        raise RunsFileError(f"{where} has no 'runs:' list; use the schema of the shipped {SHIPPED}")
     runs, bad = [], []
     seen: set[str] = set()
     for i, run in enumerate(data["runs"]):

@@ -77,7 +77,7 @@ def create_app(lang: str = DEFAULT_LANG) -> Dash:
 
 def warm() -> None:
     """Fill the library's caches (calibrated rates, Panel 5.7's variants) so the first reader does not wait."""
-    from stepbudget.chapter.whatif import HBM_CHOICES, panel_whatif
+    from stepbudget.api import HBM_CHOICES, panel_whatif
 
     for hbm in HBM_CHOICES:
         for flags in range(8):

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from dash import Input, Output, State, callback_context, dcc, html, no_update
 
-from stepbudget.inputs.scenario import ScenarioError
+from stepbudget.api import ScenarioError
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field, FieldError
 from stepbudget.views.i18n import t

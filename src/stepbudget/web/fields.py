@@ -12,8 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from stepbudget.inputs._types import MAX_COUNT
-from stepbudget.units import UnitError, parse
+from stepbudget.api import MAX_COUNT
+from stepbudget.api import UnitError, parse
 
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}

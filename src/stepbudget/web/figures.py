@@ -14,12 +14,13 @@ from typing import Callable
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.chapter.panels import FullModel, Unmapped
-from stepbudget.units import UnitError
+from stepbudget.api import ScenarioError
+from stepbudget.api import FullModel, Unmapped
+from stepbudget.api import UnitError
 from stepbudget.views import fmt
-from stepbudget.chapter.figures import FIGURES, build
-from stepbudget.chapter.figures.timeline import TooLarge
+from stepbudget.api import FIGURES
+from stepbudget.api import build_figure as build
+from stepbudget.api import TooLarge
 from stepbudget.views.i18n import t
 from stepbudget.web.fields import FieldError
 

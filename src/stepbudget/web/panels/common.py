@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import html
 
-from stepbudget.chapter.panels import Unmapped
+from stepbudget.api import Unmapped
 from stepbudget.views import fmt
 from stepbudget.web.components import PanelProblem
 from stepbudget.web.fields import Field

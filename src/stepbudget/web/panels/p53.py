@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import Input, Output, html
 
-from stepbudget.chapter import dimensions as dims
+from stepbudget.api import dimensions as dims
 from stepbudget.web import components as ui
 from stepbudget.views import fmt
 from stepbudget.web.fields import Choice, Field

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dash import html
 from dash.development.base_component import Component
 
-from stepbudget.chapter import firstorder as fo
-from stepbudget.chapter.panels import FullModel, compare, full_model
+from stepbudget.api import firstorder as fo
+from stepbudget.api import FullModel, compare, full_model
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt

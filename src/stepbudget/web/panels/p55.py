@@ -5,9 +5,9 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
 
-from stepbudget.chapter import firstorder as fo
-from stepbudget.a2a.report import layer_inputs
-from stepbudget.inputs.scenario import load
+from stepbudget.api import firstorder as fo
+from stepbudget.api import layer_inputs
+from stepbudget.api import load
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.web.panels import common

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dash import html
 from dash.development.base_component import Component
 
-from stepbudget.chapter.whatif import HBM_CHOICES, PANEL_CHANGES, panel_whatif, whatif_command
+from stepbudget.api import HBM_CHOICES, PANEL_CHANGES, panel_whatif, whatif_command
 from stepbudget.views.tables import degrees_label
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
