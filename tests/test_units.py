@@ -67,3 +67,11 @@ def test_a_huge_or_long_value_is_one_short_line():
     with pytest.raises(units.UnitError) as e:
         units.parse("x" * 5000, "bytes")
     assert len(str(e.value)) < 120
+
+
+def test_a_count_takes_the_suffixes_the_web_app_s_fields_take():
+    # one unit parser for the command line, scenario files and the web app's fields (web/fields.py)
+    assert [parse(t, "count") for t in ("16Mi", "405B", "16k", "16K", "1.5M", "2Gi")] == \
+        [2**24, 405e9, 16e3, 16e3, 1.5e6, 2 * 2**30]
+    with pytest.raises(UnitError, match="not a count unit"):
+        parse("16MiB", "count")

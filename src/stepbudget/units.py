@@ -35,7 +35,8 @@ def _unit_scale(unit: str, kind: str) -> float | None:
     if kind == "time":
         return _TIME.get(unit)
     if kind == "count":
-        return 1e9 if unit == "B" else _PREFIX.get(unit)  # "300B tokens": B is a billion where counts are quoted
+        # "300B tokens": B is a billion where counts are quoted; "16Mi tokens" is 2^24
+        return 1e9 if unit == "B" else _PREFIX.get(unit, _BINARY.get(unit))
     if kind == "bytes":
         for p, s in _BINARY.items():
             if unit in (p + "B", p + "b"):
@@ -66,7 +67,7 @@ _EXAMPLES = {
     "flops": '"989TFLOP/s"',
     "flop": '"2.5PFLOP"',
     "time": '"15s", "2ms"',
-    "count": '"16M", "4096"',
+    "count": '"16M", "4096", "16Mi"',
 }
 
 

@@ -1,8 +1,8 @@
 """The panels' controls: what each one reads, its default, its bounds, and the message when it can't.
 
-A text field is read with its unit (``units.parse``) and checked against bounds. What goes wrong is a
-``FieldError`` carrying a catalog code and its values, so the message under the field is written in
-the page's language. Choices (radio buttons, check boxes) come from a closed list; a value outside it,
+A text field is read with its unit by the package's one parser (``units.parse``: a count takes k, M, G, B and Mi)
+and checked against bounds. What goes wrong is a ``FieldError`` carrying a catalog code and its values, so the
+message under the field is written in the page's language. Choices (radio buttons, check boxes) come from a closed list; a value outside it,
 which only a hand-edited URL can give, falls back to the default.
 """
 
@@ -14,12 +14,6 @@ from dataclasses import dataclass
 
 from stepbudget.api import MAX_COUNT
 from stepbudget.api import UnitError, parse
-
-_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
-           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
-"""Count suffixes: SI, B for billions (405B parameters), Ki/Mi/Gi for powers of two (16Mi tokens = 2^24)."""
-_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|[kKMGBT]?)\s*$")
-
 
 class FieldError(ValueError):
     """A control's text can't be used: ``code`` names the catalog message (err.<code>), ``values`` fill it."""
@@ -84,12 +78,13 @@ def _read(kind: str, text: object, example: str) -> float:
         raise FieldError("negative", value=shown, example=example)
     s = shown.replace(",", "").replace("_", "")
     if kind in ("count", "integer"):
-        m = _COUNT.match(s)
-        if not m or (kind == "integer" and m.group(2)):
-            raise FieldError("not_count" if kind == "count" else "not_integer", value=str(text).strip(), example=example)
-        value = float(m.group(1)) * _SUFFIX[m.group(2)]
-        if not math.isfinite(value):
-            raise FieldError("not_finite", value=str(text).strip(), example=example)
+        refused = FieldError("not_count" if kind == "count" else "not_integer", value=str(text).strip(), example=example)
+        if kind == "integer" and not re.fullmatch(r"[0-9.eE+]+", s):  # a suffix (2k) is a count, not an integer
+            raise refused
+        try:
+            value = parse(s, "count")  # the one unit parser: k, M, G, T, B (a billion), Ki, Mi, Gi (16Mi = 2^24)
+        except UnitError:
+            raise refused from None
         if not value.is_integer():
             raise FieldError("not_whole", value=str(text).strip(), example=example)
         return value
