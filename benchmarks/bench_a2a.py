@@ -9,8 +9,8 @@ fast_schedule's host time and stage counts are benchmarks/bench_schedule.py's.
    pipeline's own ratio is shown beside what is sent (plain where staging is not faster).
 2. The plain all-to-all three ways in the same run: the engine's dense path (``plain_alltoall_s``,
    sim/flows.py), the general compiled engine it ran on before (run_graph over the same flows: the same
-   bits), and the fluid simulator of before issue 21 (``_fluid_plain_alltoall_s``, numpy max-min per
-   re-rating): wall time and ratios side by side.
+   bits), and the fluid simulator of before issue 21 (``fluid_plain_alltoall_s`` of tests/oracles/alltoall.py,
+   numpy max-min per re-rating): wall time and ratios side by side.
 3. Wall time of the whole ``moe`` report (api.moe, DeepSeek-V3) at 32 x 8, 64 x 8 and 128 x 8 GPUs (its 256
    experts set to one per GPU past 256 GPUs, which they do not split over).
    Pass ``--old-up-to N`` / ``--new-up-to N`` to time the older paths / the dense path up to N servers of 8
@@ -20,14 +20,18 @@ fast_schedule's host time and stage counts are benchmarks/bench_schedule.py's.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from stepbudget.a2a import alltoall_times, gpu_traffic_matrix, plain_alltoall_s, timing
-from stepbudget.a2a.timing import _fluid_plain_alltoall_s
 from stepbudget.sim import run_graph
 from stepbudget.sim.flows import matrix_graph
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from oracles.alltoall import fluid_plain_alltoall_s  # noqa: E402 - the reference lives with the tests
 
 TOKENS = 4096  # per GPU per MoE layer
 HIDDEN = 7168  # DeepSeek-V3 hidden size
@@ -88,7 +92,7 @@ def plain_three_ways(old_up_to: int, new_up_to: int) -> None:
             if servers <= old_up_to:
                 engine_s, engine = wall_s(lambda: timing._plain_s(D, servers, G, B_OUT, B_UP, ALPHA, _engine_finish),
                                           repeat)
-                old_s, old = wall_s(lambda: _fluid_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
+                old_s, old = wall_s(lambda: fluid_plain_alltoall_s(D, servers, G, B_OUT, B_UP, ALPHA), repeat)
                 line += (f" | engine {engine_s:6.2f} s ({'same bits' if engine == new else 'DIFFERS'}, "
                          f"{engine_s / new_s:4.1f}x) | fluid {old_s:6.2f} s ({old_s / new_s:5.1f}x; "
                          f"dense/fluid {new / old - 1:+.1e} in time)")

@@ -1,4 +1,5 @@
-"""All-to-all completion times: max-min sharing, plain fluid all-to-all, FAST pipeline, bound."""
+"""All-to-all completion times: plain all-to-all on the engine, FAST pipeline, bound; and the fluid reference the
+plain all-to-all is checked against (tests/oracles/alltoall.py: max-min sharing, fluid finish times)."""
 
 import numpy as np
 import pytest
@@ -8,24 +9,22 @@ from hypothesis.extra.numpy import arrays
 
 from stepbudget.a2a.routing import gpu_traffic_matrix
 from stepbudget.a2a.timing import (
-    PLAIN_GROUP_RTOL,
-    _fluid_plain_alltoall_s,
     alltoall_times,
     choose_unit_bytes,
     fast_alltoall_s,
     fast_alltoall_times,
-    fluid_finish_times,
     lower_bound_s,
-    maxmin_rates_padded,
     plain_alltoall_s,
 )
+
+from oracles.alltoall import PLAIN_GROUP_RTOL, fluid_finish_times, fluid_plain_alltoall_s, maxmin_rates_padded
 
 B_OUT = 50e9  # 400 Gb/s NIC per GPU
 B_UP = 450e9  # NVLink per GPU, one way
 HIDDEN = 7168
 
 
-# ---------------------------------------------------------------- max-min sharing
+# ---------------------------------------------------------------- the reference: max-min sharing, fluid
 
 
 def test_two_equal_flows_on_one_link_get_half_each():
@@ -188,7 +187,7 @@ def test_the_scheduler_never_sends_slower_than_plain(case, ratio, alpha):
 @pytest.mark.parametrize("top_k", [2, 8])
 def test_plain_on_the_engine_matches_the_fluid(skew, top_k):
     D = gpu_traffic_matrix(4096, HIDDEN, 32, top_k, 32, skew=skew, rng=5)
-    engine, fluid = plain_alltoall_s(D, 4, 8, B_OUT, B_UP), _fluid_plain_alltoall_s(D, 4, 8, B_OUT, B_UP)
+    engine, fluid = plain_alltoall_s(D, 4, 8, B_OUT, B_UP), fluid_plain_alltoall_s(D, 4, 8, B_OUT, B_UP)
     assert engine == pytest.approx(fluid, rel=PLAIN_GROUP_RTOL)  # both group ends within 0.1 % of the elapsed time
 
 
@@ -196,7 +195,7 @@ def test_plain_on_the_engine_matches_the_fluid(skew, top_k):
 @given(case=small_matrices)
 def test_plain_below_the_grouping_is_the_exact_fluid(case):
     (S, G), D = case  # at most 9 x 8 flows: every end is its own event on both paths
-    assert plain_alltoall_s(D, S, G, B_OUT, B_UP) == pytest.approx(_fluid_plain_alltoall_s(D, S, G, B_OUT, B_UP),
+    assert plain_alltoall_s(D, S, G, B_OUT, B_UP) == pytest.approx(fluid_plain_alltoall_s(D, S, G, B_OUT, B_UP),
                                                                    rel=1e-9)
 
 
@@ -242,7 +241,7 @@ def test_flows_near_the_smallest_float_still_finish():
     assert finish[0] >= 0 and finish[1] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("plain_alltoall_s", [_fluid_plain_alltoall_s, plain_alltoall_s], ids=["fluid", "engine"])
+@pytest.mark.parametrize("plain_alltoall_s", [fluid_plain_alltoall_s, plain_alltoall_s], ids=["fluid", "engine"])
 def test_progress_follows_the_plain_alltoalls_flows_to_the_end(plain_alltoall_s):
     rng = np.random.default_rng(3)
     S, G = 4, 4

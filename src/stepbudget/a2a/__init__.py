@@ -37,9 +37,7 @@ from .timing import (
     choose_unit_bytes,
     fast_alltoall_s,
     fast_alltoall_times,
-    fluid_finish_times,
     lower_bound_s,
-    maxmin_rates_padded,
     plain_alltoall_s,
 )
 
@@ -64,11 +62,9 @@ __all__ = [
     "fast_alltoall_s",
     "fast_alltoall_times",
     "fast_schedule",
-    "fluid_finish_times",
     "gpu_traffic_matrix",
     "hiding_ratio",
     "lower_bound_s",
-    "maxmin_rates_padded",
     "min_stages",
     "moe_layer_times",
     "node_limited_traffic",

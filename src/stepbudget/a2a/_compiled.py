@@ -1,17 +1,18 @@
-"""Compiled loops of the FAST-style schedule (numba, ``cache=True``), used when numba imports.
+"""Compiled loops of the FAST-style schedule (numba, ``cache=True``): the one implementation of its row sums,
+padding and matchings.
 
-One call per ``fast_schedule``: ``heavy_schedule`` or ``kuhn_schedule`` (row sums of the GPU
-matrix, server matrix, whole units, padding, then every greedy BvN stage, with no per-stage
-Python); one entry point per kind of matching, so a process loads only the code it runs.
+One call per ``fast_schedule``: ``heavy_schedule`` or ``kuhn_schedule`` (row sums of the GPU matrix, server
+matrix, whole units, padding, then every greedy BvN stage, with no per-stage Python); one entry point per kind
+of matching, so a process loads only the code it runs.
 
-Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the
-support), a fresh Jonker-Volgenant assignment each stage (the same optimum scipy's
-``linear_sum_assignment`` finds; ties may break differently); only each column's cheapest entry
-carries over between stages. ANY and BOTTLENECK are Kuhn's augmenting paths, step for step as
-schedule.py's list code (``_bvn_python``).
+Matchings: HEAVY is the minimum-cost assignment on costs ``1/M[i, j]`` (zero entries: off the support), a fresh
+Jonker-Volgenant assignment each stage; only each column's cheapest entry carries over between stages. ANY and
+BOTTLENECK are Kuhn's augmenting paths, warm-started from the last stage. tests/oracles/matching.py holds the
+references they are checked against: scipy's assignment for HEAVY (the same optimum; ties may break apart), the
+list code for ANY and BOTTLENECK (step for step).
 
-Without numba, ``AVAILABLE`` is False and ``njit`` is a no-op: the same functions run as plain Python
-(same stages; schedule.py uses numpy for the row sums and its list code for ANY and BOTTLENECK there).
+Without numba (the optional ``fast`` extra), ``AVAILABLE`` is False and ``njit`` is a no-op: the same functions
+run as plain Python, with the same results, about 100x slower.
 """
 
 from __future__ import annotations
@@ -36,24 +37,6 @@ else:  # pragma: no cover - without numba the kernels run as the plain Python th
         return lambda f: f
 
 _OFF = 1e12  # cost of an entry off the support: above any finite total (each 1/x <= 1, n terms)
-
-
-@njit(cache=True)
-def _column_reduction(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray) -> None:
-    """Give each column its cheapest row and the dual ``v[j]`` = that cost; a row that is the cheapest of
-    several columns takes the highest-numbered one (columns are scanned last to first), the rest stay free."""
-    n = c.shape[0]
-    x[:] = -1
-    y[:] = -1
-    for j in range(n - 1, -1, -1):
-        imin = 0
-        for i in range(1, n):
-            if c[i, j] < c[imin, j]:
-                imin = i
-        v[j] = c[imin, j]
-        if x[imin] < 0:
-            x[imin] = j
-            y[j] = imin
 
 
 @njit(cache=True)
@@ -192,24 +175,6 @@ def _flip_path(x: np.ndarray, y: np.ndarray, pred: np.ndarray, end: int, freerow
             break
 
 
-@njit(cache=True)
-def _assignment(c: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray, d: np.ndarray, pred: np.ndarray,
-                col: np.ndarray, free: np.ndarray) -> None:
-    """Minimum-cost perfect assignment of the square ``c``: row i -> column x[i] (y: column -> row).
-
-    Jonker-Volgenant (1987): column reduction gives each column its cheapest row and a dual v; the
-    rows left free are assigned by shortest augmenting paths on the reduced costs c[i, j] - v[j]
-    (Dijkstra over columns, scanning the columns at the current minimum distance together). Work
-    arrays ``v, d, pred, col, free`` have length n.
-    """
-    _column_reduction(c, x, y, v)
-    for f in range(_free_rows(x, free)):  # augmentation from each free row
-        freerow = free[f]
-        end, last, mind = _shortest_path(c, v, d, pred, y, col, freerow)
-        _update_duals(v, d, col, last, mind)
-        _flip_path(x, y, pred, end, freerow)
-
-
 OK, BAD_VALUE, NOT_EXACT = 0, 1, 2  # status of the schedules and ``_row_bytes``
 _EXACT = 2.0**53  # below this, sums of whole float64 numbers are exact in any order
 _WHOLE = 2.0**52  # from here up every float64 is whole: x + _WHOLE rounds x to an integer
@@ -255,7 +220,9 @@ def _rescan_column(ct: np.ndarray, j: int, cmin: np.ndarray, carg: np.ndarray) -
 
 @njit(cache=True)
 def _reduce_columns(cmin: np.ndarray, carg: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray) -> None:
-    """``_column_reduction`` from each column's known cheapest row: the same x, y and v."""
+    """Jonker-Volgenant's column reduction from each column's cheapest row ``carg`` and its cost ``cmin``: the dual
+    ``v[j]`` = that cost; a row that is the cheapest of several columns takes the highest-numbered one (columns are
+    scanned last to first), the rest stay free."""
     n = cmin.shape[0]
     x[:] = -1
     y[:] = -1
@@ -272,8 +239,11 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     """Greedy BvN of the int64 matrix ``R`` (equal line sums ``lam``; consumed) with HEAVY matchings.
 
     Returns ``(perms (K, n), weights (K,))``; the stage weight is the lightest matched entry
-    (formulas.md 7.3 step 4). Each stage is a fresh Jonker-Volgenant assignment; only the column
-    minima carry over, since a stage changes one entry per column (rescanned when it was the minimum).
+    (formulas.md 7.3 step 4). Each stage is a fresh minimum-cost assignment on ``_cost(R)``, by
+    Jonker-Volgenant (1987): column reduction gives each column its cheapest row and a dual v; the rows left
+    free are assigned by shortest augmenting paths on the reduced costs c[i, j] - v[j] (Dijkstra over
+    columns, scanning the columns at the current minimum distance together). Only the column minima carry
+    over, since a stage changes one entry per column (rescanned when it was the minimum).
     """
     n = R.shape[0]
     cost = np.empty((n, n))
@@ -296,7 +266,7 @@ def heavy_stages(R: np.ndarray, lam: int) -> tuple[np.ndarray, np.ndarray]:
     k = 0
     while lam > 0:
         _reduce_columns(cmin, carg, x, y, v)
-        for f in range(_free_rows(x, free)):  # augmentation from each free row (as _assignment)
+        for f in range(_free_rows(x, free)):  # shortest augmenting path from each free row
             freerow = free[f]
             end, last, mind = _shortest_path(cost, v, d, pred, y, col, freerow)
             _update_duals(v, d, col, last, mind)
@@ -327,7 +297,7 @@ def _augment(root: int, R: np.ndarray, row_col: np.ndarray, col_row: np.ndarray,
              seen: np.ndarray, found_by: np.ndarray, stack: np.ndarray, next_col: np.ndarray) -> bool:
     """Kuhn augmenting path from free row ``root`` over edges ``R[i, j] > floor`` (iterative DFS).
 
-    schedule._augment step for step; ``seen, found_by, stack, next_col`` are work arrays of length n.
+    ``seen, found_by, stack, next_col`` are work arrays of length n.
     """
     n = R.shape[0]
     seen[:] = False
@@ -402,7 +372,8 @@ def _raise_bottleneck(R: np.ndarray, row_col: np.ndarray, col_row: np.ndarray, r
 
 @njit(cache=True)
 def kuhn_stages(R: np.ndarray, lam: int, bottleneck: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy BvN of ``R`` (consumed) with Kuhn matchings, warm-started: schedule._bvn_python compiled."""
+    """Greedy BvN of the int64 matrix ``R`` (equal line sums ``lam``; consumed) with Kuhn matchings, each stage
+    warm-started from the last: ANY, or BOTTLENECK (max-min) with ``bottleneck``. Returns ``(perms, weights)``."""
     n = R.shape[0]
     row_col = np.full(n, -1, np.int64)
     col_row = np.full(n, -1, np.int64)
@@ -440,8 +411,12 @@ def kuhn_stages(R: np.ndarray, lam: int, bottleneck: bool) -> tuple[np.ndarray, 
 
 
 @njit(cache=True)
-def _pad(R: np.ndarray) -> int:
-    """Pad ``R`` in place to equal line sums; return ``Lambda`` (schedule._pad on int64)."""
+def pad(R: np.ndarray) -> int:
+    """Pad the int64 matrix ``R`` in place to equal line sums; return ``Lambda``.
+
+    Walking deficit rows ``i`` and deficit columns ``j`` in index order, add ``min(row deficit, column
+    deficit)`` to ``R[i, j]``.
+    """
     n = R.shape[0]
     row_gap = np.zeros(n, np.int64)
     col_gap = np.zeros(n, np.int64)
@@ -468,15 +443,14 @@ def _pad(R: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def _entries(D: np.ndarray) -> tuple[int, int]:
-    """``(finite and >= 0, whole)`` entry counts: integer sums, no branch per entry, no float reordering."""
-    fine = whole = 0
+def _fine_entries(D: np.ndarray) -> int:
+    """How many entries are finite and >= 0: an integer sum, no branch per entry."""
+    fine = 0
     for s in range(D.shape[0]):
         for k in range(D.shape[1]):
             x = D[s, k]
             fine += (x >= 0.0) & (x < math.inf)
-            whole += x == math.floor(x)
-    return fine, whole
+    return fine
 
 
 @njit(cache=True)  # not fastmath: (x + 2^52) - 2^52 must round
@@ -533,11 +507,10 @@ def _row_bytes(D: np.ndarray, G: int, r: np.ndarray) -> int:
 
     BAD_VALUE on a negative, NaN or infinite entry; NOT_EXACT when an entry is not whole or a sum
     reaches 2^53, where the summation order could change the last bit (schedule.py then sums with
-    numpy, as before).
+    numpy).
     """
-    if _plain_entries(D) < D.size:  # rare: tell a bad entry from one that is not whole
-        fine, whole = _entries(D)
-        return BAD_VALUE if fine < D.size else NOT_EXACT
+    if _plain_entries(D) < D.size:  # rare: tell a bad entry from one that is not whole (or 2^52 and up)
+        return BAD_VALUE if _fine_entries(D) < D.size else NOT_EXACT
     return OK if _block_sums(D, G, r) < _EXACT else NOT_EXACT
 
 
@@ -584,7 +557,7 @@ def _prepare(D: np.ndarray, G: int, unit: int) -> tuple:
         empty = np.empty((0, 0), np.int64)
         return status, r, empty, empty, 0
     tau, padded = server_units(r, unit)  # a fresh array: padded in place
-    lam = _pad(padded)
+    lam = pad(padded)
     return status, r, tau, padded, lam
 
 

@@ -4,24 +4,25 @@ Steps 1-5 of formulas.md 7.3 ([FAST], [FAST-code]). ``D`` is the GPU-level dispa
 ``(S*G, S*G)`` in bytes (GPU ``g`` = server ``g // G``, local index ``g % G``); the server matrix
 ``M`` is ``(S, S)`` in per-GPU bytes; stages are one-to-one server permutations with a weight.
 
-Exactness: the decomposition works in whole units (``unit_bytes``, default 1 byte) on Python
-ints, so ``sum_k w_k * P_k`` rebuilds the padded matrix exactly. Greedy BvN with *any* perfect
-matching uses at most ``e - 2n + c + 1 <= (n-1)^2 + 1`` stages (``e`` positive entries, ``c``
-connected components of the support): every stage but the last removes at least one edge more
-than it adds components (a component that splits into ``q`` pieces loses at least ``q`` edges,
-since the cut edges all carry the stage weight and form a connected Eulerian graph on the pieces)
+Exactness: the decomposition works in whole units (``unit_bytes``, default 1 byte) on int64, so
+``sum_k w_k * P_k`` rebuilds the padded matrix exactly. Greedy BvN with *any* perfect matching uses
+at most ``e - 2n + c + 1 <= (n-1)^2 + 1`` stages (``e`` positive entries, ``c`` connected components
+of the support): every stage but the last removes at least one edge more than it adds components (a
+component that splits into ``q`` pieces loses at least ``q`` edges, since the cut edges all carry the
+stage weight and form a connected Eulerian graph on the pieces)
 [derived for this module; the bound is Farahat-Mirsky's, formulas.md 7.3].
 
-Matchings (``Matching``): ``HEAVY`` minimises the sum of ``1/M[i, j]`` over the support (scipy's
-``linear_sum_assignment``), a smooth stand-in for the max-min matching; ``BOTTLENECK`` the exact
-max-min matching (largest stage weight; augmenting paths with a rising threshold); ``ANY`` the
-first perfect matching Kuhn's augmenting paths find, as FAST-code's ``hungarian``. HEAVY is the
-default: on Zipf-0.8 loads it needs as few stages as BOTTLENECK (within a few %) and 2-6x fewer
-than ANY from 16 servers up; at 4 servers all three give the same stage counts.
+Matchings (``Matching``): ``HEAVY`` minimises the sum of ``1/M[i, j]`` over the support (a Jonker-Volgenant
+assignment each stage), a smooth stand-in for the max-min matching; ``BOTTLENECK`` the exact max-min matching
+(largest stage weight; augmenting paths with a rising threshold); ``ANY`` the first perfect matching Kuhn's
+augmenting paths find, as FAST-code's ``hungarian``. HEAVY is the default: on Zipf-0.8 loads it needs as few
+stages as BOTTLENECK (within a few %) and 2-6x fewer than ANY from 16 servers up; at 4 servers all three give
+the same stage counts.
 
-Speed: with numba, ``fast_schedule`` is one compiled call (_compiled.heavy_schedule or
-kuhn_schedule: row sums, server matrix, units, padding, every stage); without it the same loops run as Python
-(HEAVY) or on lists (ANY, BOTTLENECK), with the same stages. Figures: benchmarks/bench_schedule.py.
+The loops (row sums, padding, every matching) are written once, in _compiled.py: ``fast_schedule`` is one call
+of them, compiled by numba, or run as plain Python where numba is not installed (the same stages, slower).
+Row sums of entries that are not whole bytes below 2^52 are numpy's, whose summation order sets their last bit.
+Figures: benchmarks/bench_schedule.py; references: tests/oracles/matching.py.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class Matching(StrEnum):
     """How each BvN stage picks its perfect matching on the support of the remaining matrix."""
 
     HEAVY = "heavy"
-    """Min sum of 1/weight on the support (scipy linear_sum_assignment): few stages, C speed. Default."""
+    """Min sum of 1/weight on the support (a minimum-cost assignment): few stages. Default."""
     BOTTLENECK = "bottleneck"
-    """Max-min matching: the largest possible stage weight each time (pure Python)."""
+    """Max-min matching: the largest possible stage weight each time."""
     ANY = "any"
     """Any perfect matching (Kuhn augmenting paths, warm-started), as in FAST-code."""
 
@@ -119,7 +120,7 @@ _loaded: list[ModuleType] = []  # _compiled, once imported
 
 
 def _kernels() -> ModuleType:
-    """The compiled loops, imported on the first schedule: numba loads only when one is computed."""
+    """The loops, imported on the first schedule: numba loads only when one is computed."""
     if not _loaded:
         from . import _compiled
 
@@ -137,27 +138,12 @@ def _checked(D, servers, gpus_per_server) -> tuple[np.ndarray, int, int]:
     return A, int(S), int(G)
 
 
-def _balanced_compiled(A: np.ndarray, S: int, G: int) -> Balanced | None:
-    """Balanced by the compiled loop; None where only numpy's summation order gives today's bits."""
-    kernels = _kernels()
-    if not kernels.AVAILABLE:
-        return None
-    status, r, tau = kernels.balance(A, G)
-    if status == kernels.BAD_VALUE:
-        check_traffic_matrix(A, S, G)  # raises: a negative, NaN or infinite entry
-    return Balanced(server_matrix=tau, row_bytes=r) if status == kernels.OK else None
-
-
 def _rows_numpy(A: np.ndarray, S: int, G: int) -> np.ndarray:
-    check_traffic_matrix(A, S, G)
+    """Row bytes (see :class:`Balanced`) where the loops' sums would not be exact: entries not whole or 2^52 and up."""
+    check_traffic_matrix(A, S, G)  # raises on a negative, NaN or infinite entry
     r = np.ceil(A.reshape(-1, G) @ _ones(G)).astype(np.int64).reshape(S, G, S)  # matvec: 6x faster than .sum(axis)
     r *= _off_diagonal(S)[:, None, :]  # u == v is the intrinsic (intra-server) all-to-all
     return r
-
-
-def _server_matrix(r: np.ndarray) -> np.ndarray:
-    G = r.shape[1]
-    return (r.sum(axis=1) + (G - 1)) // G  # FAST-code: server2server_data = ceil(sum_i r_i / g) (formulas.md 7.3)
 
 
 def balance_intra_server(D, servers, gpus_per_server) -> Balanced:
@@ -169,11 +155,12 @@ def balance_intra_server(D, servers, gpus_per_server) -> Balanced:
     Shapes: ``D`` (S*G, S*G) bytes; see :class:`Balanced` for the results.
     """
     A, S, G = _checked(D, servers, gpus_per_server)
-    balanced = _balanced_compiled(A, S, G)
-    if balanced is None:
+    kernels = _kernels()
+    status, r, tau = kernels.balance(A, G)
+    if status != kernels.OK:
         r = _rows_numpy(A, S, G)
-        balanced = Balanced(server_matrix=_server_matrix(r), row_bytes=r)
-    return balanced
+        tau = kernels.server_units(r, 1)[0]
+    return Balanced(server_matrix=tau, row_bytes=r)
 
 
 # ---------------------------------------------------------------- step 3: padding
@@ -191,28 +178,6 @@ def _whole_square(M, name: str) -> np.ndarray:
     return A.astype(np.int64, copy=False)
 
 
-def _pad(R: list) -> int:
-    """Pad the list-of-lists ``R`` in place to equal line sums; return ``Lambda``."""
-    n = len(R)
-    row_gap = [sum(row) for row in R]
-    col_gap = [sum(col) for col in zip(*R)]
-    lam = max(max(row_gap), max(col_gap))  # Lambda = max line sum (formulas.md 7.3 step 3)
-    row_gap = [lam - x for x in row_gap]
-    col_gap = [lam - x for x in col_gap]
-    i = j = 0
-    while i < n and j < n:  # FAST-code: to_scaled_doubly_stochastic_matrix (formulas.md 7.3)
-        if row_gap[i] == 0:
-            i += 1
-        elif col_gap[j] == 0:
-            j += 1
-        else:
-            delta = min(row_gap[i], col_gap[j])  # = Lambda - max(row_i, col_j) (formulas.md 7.3 step 3)
-            R[i][j] += delta
-            row_gap[i] -= delta
-            col_gap[j] -= delta
-    return lam
-
-
 def pad_to_equal_line_sums(M) -> np.ndarray:
     """Pad a non-negative integer (n, n) matrix so every row and column sums to ``Lambda``.
 
@@ -220,17 +185,10 @@ def pad_to_equal_line_sums(M) -> np.ndarray:
     index order, add ``min(row deficit, column deficit)`` to ``M[i, j]``; padded units are idle
     time, not traffic. Returns a new int64 matrix.
     """
-    A = _whole_square(M, "M")
-    if A.size == 0:
-        return A.copy()
-    kernels = _kernels()
-    if kernels.AVAILABLE:
-        padded = A.copy()
-        kernels._pad(padded)
-        return padded
-    R = A.tolist()
-    _pad(R)
-    return np.array(R, dtype=np.int64)
+    padded = _whole_square(M, "M").copy()
+    if padded.size:
+        _kernels().pad(padded)
+    return padded
 
 
 def min_stages(P) -> int:
@@ -240,85 +198,6 @@ def min_stages(P) -> int:
 
 
 # ---------------------------------------------------------------- step 4: BvN decomposition
-
-def _augment(root: int, R: list, row_col: list, col_row: list, n: int, floor: int) -> bool:
-    """Kuhn augmenting path from free row ``root`` over edges ``R[i][j] > floor`` (iterative DFS)."""
-    seen = [False] * n
-    found_by = [0] * n  # row that reached each column
-    stack, next_col = [root], [0]
-    while stack:
-        i = stack[-1]
-        row = R[i]
-        j = next_col[-1]
-        while j < n and (seen[j] or row[j] <= floor):
-            j += 1
-        if j == n:
-            stack.pop()
-            next_col.pop()
-            continue
-        next_col[-1] = j + 1
-        seen[j] = True
-        found_by[j] = i
-        owner = col_row[j]
-        if owner < 0:
-            while True:  # flip the alternating path back to the root
-                i = found_by[j]
-                previous = row_col[i]
-                row_col[i] = j
-                col_row[j] = i
-                if i == root:
-                    return True
-                j = previous
-        stack.append(owner)
-        next_col.append(0)
-    return False
-
-
-def _repair(rows: list, R: list, row_col: list, col_row: list, n: int, floor: int) -> bool:
-    """Unmatch ``rows`` and re-augment each over edges ``> floor``; False if one cannot."""
-    for i in rows:
-        if row_col[i] >= 0:
-            col_row[row_col[i]] = -1
-            row_col[i] = -1
-    for i in rows:
-        if not _augment(i, R, row_col, col_row, n, floor):
-            return False
-    return True
-
-
-def _raise_bottleneck(R: list, row_col: list, col_row: list, n: int) -> None:
-    """Turn a perfect matching into a max-min one: drop its lightest edges while it can re-augment."""
-    while True:
-        picked = [R[i][row_col[i]] for i in range(n)]
-        low = min(picked)
-        saved = row_col[:], col_row[:]
-        if not _repair([i for i in range(n) if picked[i] == low], R, row_col, col_row, n, low):
-            row_col[:], col_row[:] = saved
-            return
-
-
-def _bvn_python(R: list, lam: int, bottleneck: bool) -> list:
-    """Greedy BvN on ``R`` (list of lists, consumed) with Kuhn matchings, warm-started."""
-    n = len(R)
-    row_col, col_row = [-1] * n, [-1] * n
-    stages = []
-    pending = list(range(n))
-    while lam > 0:
-        if not _repair(pending, R, row_col, col_row, n, 0):
-            raise AssertionError("no perfect matching on the support: line sums are not equal")
-        if bottleneck:
-            _raise_bottleneck(R, row_col, col_row, n)
-        w = min([R[i][row_col[i]] for i in range(n)])  # stage weight = lightest matched entry (formulas.md 7.3 step 4)
-        pending = []
-        for i in range(n):
-            row = R[i]
-            j = row_col[i]
-            row[j] -= w
-            if not row[j]:
-                pending.append(i)
-        stages.append((row_col[:], w))
-        lam -= w
-    return stages
 
 
 def _matching(value) -> Matching:
@@ -331,24 +210,11 @@ def _matching(value) -> Matching:
 
 
 def _stages(padded: np.ndarray, lam: int, how: Matching) -> tuple[np.ndarray, np.ndarray]:
-    """``(perms (K, n), weights (K,))`` of the padded int64 matrix (consumed): compiled, or the same loops in Python."""
+    """``(perms (K, n), weights (K,))`` of the padded int64 matrix (consumed), line sums ``lam``."""
     kernels = _kernels()
-    if how is Matching.HEAVY:  # without numba: Jonker-Volgenant as plain Python, the same stages slowly
+    if how is Matching.HEAVY:
         return kernels.heavy_stages(padded, lam)
-    bottleneck = how is Matching.BOTTLENECK
-    if kernels.AVAILABLE:
-        return kernels.kuhn_stages(padded, lam, bottleneck)
-    n = len(padded)
-    stages = _bvn_python(padded.tolist(), lam, bottleneck) if n else []
-    perms = np.array([p for p, _ in stages], dtype=np.int64).reshape(len(stages), n)
-    return perms, np.array([w for _, w in stages], dtype=np.int64)
-
-
-def _pad_and_decompose(units: np.ndarray, how: Matching) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(padded, perms, weights)`` of an int64 unit matrix (kept)."""
-    padded = pad_to_equal_line_sums(units)
-    lam = int(padded.sum(axis=1).max(initial=0))
-    return (padded, *_stages(padded.copy(), lam, how))
+    return kernels.kuhn_stages(padded, lam, how is Matching.BOTTLENECK)
 
 
 def bvn_decompose(P, matching: Matching | str = Matching.HEAVY) -> list[tuple[np.ndarray, int]]:
@@ -421,19 +287,17 @@ def fast_schedule(
     how = _matching(matching)
     A, S, G = _checked(D, servers, gpus_per_server)
     kernels = _kernels()
-    if kernels.AVAILABLE:  # one compiled call; the int64 unit caps where every tau is one unit anyway
-        unit_cap = min(unit, _UNIT_CAP)
-        if how is Matching.HEAVY:
-            status, r, tau, padded, perms, weights = kernels.heavy_schedule(A, G, unit_cap)
-        else:
-            status, r, tau, padded, perms, weights = kernels.kuhn_schedule(A, G, unit_cap, how is Matching.BOTTLENECK)
-        if status == kernels.OK:
-            return FastSchedule(Balanced(tau, r), unit, padded, perms, weights)
-    balanced = balance_intra_server(A, S, G)
-    tau = balanced.server_matrix
-    units = tau if unit == 1 else -(-tau // min(unit, _UNIT_CAP))  # ceil to whole units (FAST-code Matrix::scale)
-    padded, perms, weights = _pad_and_decompose(units, how)
-    return FastSchedule(balanced=balanced, unit_bytes=unit, padded=padded, perms=perms, weights=weights)
+    unit_cap = min(unit, _UNIT_CAP)  # int64: where every tau is one unit anyway
+    if how is Matching.HEAVY:  # one call: row sums, server matrix, units, padding, every stage
+        status, r, tau, padded, perms, weights = kernels.heavy_schedule(A, G, unit_cap)
+    else:
+        status, r, tau, padded, perms, weights = kernels.kuhn_schedule(A, G, unit_cap, how is Matching.BOTTLENECK)
+    if status != kernels.OK:  # numpy's row sums, then the same loops
+        r = _rows_numpy(A, S, G)
+        tau, padded = kernels.server_units(r, unit_cap)  # ceil to whole units (FAST-code Matrix::scale)
+        lam = kernels.pad(padded)
+        perms, weights = _stages(padded.copy(), lam, how)
+    return FastSchedule(balanced=Balanced(tau, r), unit_bytes=unit, padded=padded, perms=perms, weights=weights)
 
 
 _UNIT_CAP = 1 << 62  # tau < 2^53: a unit this large or larger makes each positive tau one unit

@@ -5,12 +5,11 @@ GPU has one NIC of ``B_out`` bytes/s each way (scale-out) and a scale-up port of
 each way (NVLink through a non-blocking switch). ``alpha_s`` is the fixed cost of one scale-out
 step. ``D`` is the (S*G, S*G) dispatch matrix in bytes (routing.py); the diagonal never moves.
 
-Link-sharing rule (style: ``rates(flows) -> B/s``): :func:`maxmin_rates_padded`, max-min fairness by
-progressive filling. The plain all-to-all starts every pair at once on the simulator's engine
-(``stepbudget.sim.flows.matrix_end_times``: ``run_graph``'s end times on a dense path), which re-shares the
-links under that rule each time a flow ends, so a receiver that many senders target (incast) is shared
-among them while their other flows finish; :func:`fluid_finish_times` is the same rule as a fluid, the
-reference it replaced. FAST sends its staged schedule only where that beats plain.
+The plain all-to-all starts every pair at once on the simulator's engine
+(``stepbudget.sim.flows.matrix_end_times``: ``run_graph``'s end times on a dense path), which shares the links
+max-min fairly (``stepbudget.maxmin``) and re-shares them each time a flow ends, so a receiver that many senders
+target (incast) is shared among them while their other flows finish. FAST sends its staged schedule only where
+that beats plain. (tests/oracles/alltoall.py keeps the fluid simulator the engine replaced, as a reference.)
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.maxmin import maxmin_rates_unchecked
 from stepbudget.sim.flows import matrix_end_times
 
 from .routing import check_traffic_matrix, server_matrix
@@ -34,102 +32,9 @@ __all__ = [
     "choose_unit_bytes",
     "fast_alltoall_s",
     "fast_alltoall_times",
-    "fluid_finish_times",
     "lower_bound_s",
-    "maxmin_rates_padded",
     "plain_alltoall_s",
 ]
-
-
-# ---------------------------------------------------------------- link sharing
-
-
-def _links_table(flow_links) -> np.ndarray:
-    """Flows' links as an (F, H) int64 table padded with -1 (accepts ragged sequences)."""
-    if isinstance(flow_links, np.ndarray) and flow_links.ndim == 2:
-        table = flow_links.astype(np.int64, copy=False)
-    else:
-        rows = [list(links) for links in flow_links]
-        width = max((len(r) for r in rows), default=0)
-        table = np.full((len(rows), max(width, 1)), -1, dtype=np.int64)
-        for f, r in enumerate(rows):
-            table[f, : len(r)] = r
-    return table
-
-
-def _check_links(table: np.ndarray, capacities) -> np.ndarray:
-    cap = np.asarray(capacities, dtype=np.float64)
-    if cap.ndim != 1 or np.isnan(cap).any() or (cap <= 0).any():
-        raise ValueError(f"capacities must be a 1-D array of link rates > 0 (bytes/s, inf allowed), got {capacities!r}")
-    if table.size and (table.max() >= cap.size or table.min() < -1):
-        raise ValueError(f"flow_links name a link outside 0..{cap.size - 1}; pass one capacity per link")
-    finite = np.where(table >= 0, np.isfinite(cap[table.clip(0)]), False).any(axis=1)
-    if not finite.all():
-        raise ValueError(
-            f"flow {int(np.argmin(finite))} crosses no finite-capacity link, so its rate is unbounded; give it a link"
-        )
-    return cap
-
-
-def _maxmin(table: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Progressive filling on a checked link table: the simulator's rule (maxmin.py), one copy."""
-    used = table >= 0
-    indptr = np.concatenate(([0], np.cumsum(used.sum(axis=1))))
-    return maxmin_rates_unchecked(indptr, table[used], cap)
-
-
-def maxmin_rates_padded(flow_links, capacities) -> np.ndarray:
-    """Max-min fair rates of flows sharing links, shape ``(F,)`` in bytes/s: ``maxmin.maxmin_rates``'s rule on a
-    padded table (named apart from it, whose input is link-id tuples or CSR and whose capacities are finite).
-
-    ``flow_links``: an (F, H) int table of link indices per flow padded with -1, or F sequences.
-    ``capacities``: (L,) bytes/s per link (``inf`` = unconstrained). Progressive filling: raise all
-    unfrozen flows' rates together until a link fills, freeze the flows that cross it, repeat; every
-    flow ends with a saturated link on which no other flow is faster (Bertsekas & Gallager 6.5.2).
-    Each round fills at least one link, so at most L rounds.
-    """
-    table = _links_table(flow_links)
-    return _maxmin(table, _check_links(table, capacities))
-
-
-def fluid_finish_times(flow_bytes, flow_links, capacities, group_rtol: float = 0.0,
-                       progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Finish time of each flow (s), shape ``(F,)``, all starting at t = 0.
-
-    Flows move as a fluid at their max-min fair rates (:func:`maxmin_rates_padded`), re-computed each
-    time a flow finishes. Zero-byte flows finish at 0.
-    ``group_rtol > 0`` ends together the flows due within that fraction of the elapsed time
-    (one re-rating instead of many; each batch moves the answer by at most that fraction).
-    ``progress(finished, flows)`` is called after each re-rating.
-    """
-    size = np.asarray(flow_bytes, dtype=np.float64)
-    table = _links_table(flow_links)
-    if size.shape != (table.shape[0],) or not np.isfinite(size).all() or (size < 0).any():
-        raise ValueError(
-            f"flow_bytes must be {table.shape[0]} finite sizes >= 0 (one per flow), got shape {size.shape}"
-        )
-    cap = _check_links(table, capacities)
-    left = size.copy()
-    finish = np.zeros_like(size)
-    alive = np.flatnonzero(size > 0)
-    now = 0.0
-    while alive.size:
-        r = _maxmin(table[alive], cap)
-        due = left[alive] / r
-        dt = float(due.min())
-        start = now
-        now += dt
-        left[alive] -= r * dt
-        # the flows this event is due to end, and those ending within rounding of it (sizes near the
-        # smallest float never round to exactly zero left)
-        done = (due <= dt) | (left[alive] <= 1e-9 * size[alive])
-        if group_rtol > 0 and alive.size > _GROUP_MIN_FLOWS:  # and those due within group_rtol of the elapsed time
-            done |= due <= dt + group_rtol * now
-        finish[alive[done]] = start + due[done]  # each at its own due time at the current rates
-        alive = alive[~done]
-        if progress is not None:
-            progress(size.size - alive.size, size.size)
-    return finish
 
 
 # ---------------------------------------------------------------- inputs
@@ -184,24 +89,15 @@ def lower_bound_s(D, servers, gpus_per_server, B_out, B_up) -> float:
     return float(max(out_s, _intrinsic_s(D, S, G, B_up)))
 
 
-def _parts(D: np.ndarray, S: int, G: int) -> tuple[np.ndarray, np.ndarray]:
-    """The plain all-to-all's two sets of flows, each an (n, n) matrix of bytes: over the network (GPUs of
-    different servers, NIC out of the sender to NIC in of the receiver) and over scale-up (the same server's
-    other GPUs, scale-up port out to port in). They share no link, so they are timed apart."""
-    server = np.arange(S * G) // G
-    same = server[:, None] == server[None, :]
-    return np.where(same, 0.0, D), np.where(same & ~np.eye(S * G, dtype=bool), D, 0.0)
-
-
 _GROUP_MIN_FLOWS = 256  # below this many flows, every end is its own event (exact)
-PLAIN_GROUP_RTOL = 1e-3
-"""Flows of a plain all-to-all due within 0.1 % of the elapsed time end together (fluid_finish_times): the
-tolerance a plain time is known to."""
 PLAIN_FINISH_RTOL = 5e-4
-"""The engine's grouping (run_graph's finish_rtol): it ends a batch at its first flow's due time, not at each
-flow's own, so its error is one-sided and twice the fluid's at the same tolerance; half of PLAIN_GROUP_RTOL keeps
-it within PLAIN_GROUP_RTOL of the fluid (measured within 5e-4 on 8 x 8 and 16 x 8 uniform, Zipf and pair-skewed
+"""The engine's grouping (run_graph's finish_rtol): past _GROUP_MIN_FLOWS flows, those due within 0.05 % of the
+elapsed time end together. It ends a batch at its first flow's due time, not at each flow's own, so its error is
+one-sided and twice a fluid's at the same tolerance: half of the fluid reference's 0.1 % keeps the plain time within
+0.1 % of it (tests/oracles/alltoall.py; measured within 5e-4 on 8 x 8 and 16 x 8 uniform, Zipf and pair-skewed
 loads; at 1e-3 it was 1.5e-3 off)."""
+_EXACT_RTOL = 1e-12
+"""Below _GROUP_MIN_FLOWS flows the engine ends together only the flows due at the same instant (its default)."""
 
 Finisher = Callable[[np.ndarray, float, int, int], float]
 """``finish(sizes, rate, before, total) -> s``: when the last flow of ``sizes`` (n, n) ends, all started at t = 0,
@@ -210,9 +106,16 @@ of the ``total`` flows ran in parts timed already (for a progress count)."""
 
 
 def _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, finish: Finisher) -> float:
-    """The plain all-to-all, its network and scale-up flows timed apart by ``finish``, plus one ``alpha_s``."""
+    """The plain all-to-all timed by ``finish``, plus one ``alpha_s``.
+
+    Its flows over the network (GPUs of different servers, NIC out of the sender to NIC in of the receiver) and
+    over scale-up (the same server's other GPUs, scale-up port out to port in) share no link: timed apart.
+    """
     D, S, G, B_out, B_up, alpha_s = _inputs(D, servers, gpus_per_server, B_out, B_up, alpha_s)
-    parts = [(sizes, rate, int(np.count_nonzero(sizes))) for sizes, rate in zip(_parts(D, S, G), (B_out, B_up))]
+    server = np.arange(S * G) // G
+    same = server[:, None] == server[None, :]
+    network, scale_up = np.where(same, 0.0, D), np.where(same & ~np.eye(S * G, dtype=bool), D, 0.0)
+    parts = [(sizes, rate, int(np.count_nonzero(sizes))) for sizes, rate in ((network, B_out), (scale_up, B_up))]
     total = sum(flows for _, _, flows in parts)
     ends, before = [], 0
     for sizes, rate, flows in parts:
@@ -221,34 +124,6 @@ def _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, finish: Finisher
             before += flows
     # one launch latency (every pair starts at once), paid on the network only if a byte crosses it
     return (alpha_s if parts[0][2] else 0.0) + max(ends, default=0.0)
-
-
-_EXACT_RTOL = 1e-12
-"""Below _GROUP_MIN_FLOWS flows the engine ends together only the flows due at the same instant (its default)."""
-
-
-def _engine_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
-    """Flows as root transfers of the simulator's engine (``matrix_end_times``: run_graph's end times on a dense
-    path), max-min shared, re-shared as they end."""
-    def finish(sizes, rate, before, total) -> float:
-        watch = None if progress is None else lambda ended, _: progress(before + ended, total)
-        rtol = PLAIN_FINISH_RTOL if np.count_nonzero(sizes) > _GROUP_MIN_FLOWS else _EXACT_RTOL
-        links = np.full(sizes.shape[0], rate)
-        return float(matrix_end_times(sizes, links, links, finish_rtol=rtol, progress=watch).max(initial=0.0))
-
-    return finish
-
-
-def _fluid_finisher(progress: Callable[[int, int], None] | None) -> Finisher:
-    """Flows under :func:`fluid_finish_times`, those due within PLAIN_GROUP_RTOL of the elapsed time together."""
-    def finish(sizes, rate, before, total) -> float:
-        watch = None if progress is None else lambda done, _: progress(before + done, total)
-        src, dst = np.nonzero(sizes)
-        links = np.stack([src, sizes.shape[0] + dst], axis=1)
-        return float(fluid_finish_times(sizes[src, dst], links, np.full(2 * sizes.shape[0], rate),
-                                        group_rtol=PLAIN_GROUP_RTOL, progress=watch).max(initial=0.0))
-
-    return finish
 
 
 def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
@@ -261,15 +136,13 @@ def plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
     together. ``progress(finished, flows)`` follows the flows as they end: the network's, then the scale-up
     domain's.
     """
-    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _engine_finisher(progress))
+    def finish(sizes, rate, before, total) -> float:
+        watch = None if progress is None else lambda ended, _: progress(before + ended, total)
+        rtol = PLAIN_FINISH_RTOL if np.count_nonzero(sizes) > _GROUP_MIN_FLOWS else _EXACT_RTOL
+        links = np.full(sizes.shape[0], rate)
+        return float(matrix_end_times(sizes, links, links, finish_rtol=rtol, progress=watch).max(initial=0.0))
 
-
-def _fluid_plain_alltoall_s(D, servers, gpus_per_server, B_out, B_up, alpha_s=0.0,
-                            progress: Callable[[int, int], None] | None = None) -> float:
-    """:func:`plain_alltoall_s` as timed before issue 21, under :func:`fluid_finish_times` (numpy max-min per
-    re-rating, each flow ending at its own due time): the reference of tests/a2a/test_timing.py and
-    benchmarks/bench_a2a.py, not called by the library."""
-    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, _fluid_finisher(progress))
+    return _plain_s(D, servers, gpus_per_server, B_out, B_up, alpha_s, finish)
 
 
 # ---------------------------------------------------------------- FAST
