@@ -35,12 +35,10 @@ LAYOUT_FIELDS = (
 
 
 @dataclass(frozen=True)
-class Plan:
-    """Per-GPU quantities of one step. Array fields share one broadcast shape."""
+class LayoutArrays:
+    """The layout's degrees and choices, broadcast to one shape (0-d for one scenario); closed
+    choices as their integer codes (enums.py). A Plan has these fields, and what follows from them."""
 
-    scenario: Scenario
-    counts: ModelCounts
-    # degrees and choices
     tp: np.ndarray
     cp: np.ndarray
     pp: np.ndarray
@@ -56,6 +54,15 @@ class Plan:
     sequence_parallel: np.ndarray
     recompute: np.ndarray
     cp_kind: np.ndarray
+
+
+@dataclass(frozen=True)
+class Plan(LayoutArrays):
+    """Per-GPU quantities of one step: the layout's degrees and choices (LayoutArrays, whose fields it has), then
+    what follows from them. Array fields share one broadcast shape."""
+
+    scenario: Scenario
+    counts: ModelCounts
     # batch and work per GPU
     microbatches: np.ndarray
     """m: micro-batches each pipeline runs per step."""
@@ -157,28 +164,6 @@ def _code(value: object, table: Mapping[Any, int]) -> np.ndarray:
     if arr.dtype.kind in "iu":
         return arr
     return np.vectorize(lambda x: table[str(x)], otypes=[np.int64])(arr)
-
-
-@dataclass(frozen=True)
-class LayoutArrays:
-    """The layout's degrees and choices, broadcast to one shape (0-d for one scenario); closed
-    choices as their integer codes (enums.py). Field names are the Plan's."""
-
-    tp: np.ndarray
-    cp: np.ndarray
-    pp: np.ndarray
-    dp: np.ndarray
-    ep: np.ndarray
-    expert_tp: np.ndarray
-    v: np.ndarray
-    micro_batch: np.ndarray
-    schedule: np.ndarray
-    dp_kind: np.ndarray
-    reshard: np.ndarray
-    """Parameters freed after each pass and gathered again (ZeRO-3, FSDP with reshard_after_forward)."""
-    sequence_parallel: np.ndarray
-    recompute: np.ndarray
-    cp_kind: np.ndarray
 
 
 def layout_arrays(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> LayoutArrays:
@@ -304,9 +289,7 @@ def _plan(scenario: Scenario, counts: ModelCounts, lay: LayoutArrays, work: _Wor
     return Plan(
         scenario=scenario,
         counts=counts,
-        tp=lay.tp, cp=lay.cp, pp=lay.pp, dp=lay.dp, ep=lay.ep, expert_tp=lay.expert_tp, v=lay.v,
-        micro_batch=lay.micro_batch, schedule=lay.schedule, dp_kind=lay.dp_kind, reshard=lay.reshard,
-        sequence_parallel=lay.sequence_parallel, recompute=lay.recompute, cp_kind=lay.cp_kind,
+        **vars(lay),  # the layout's fields, as they are
         microbatches=work.microbatches,
         tokens_per_step=work.tokens_per_step,
         layers_per_gpu=model.num_layers / lay.pp,
