@@ -1,17 +1,18 @@
-"""Step simulator speed: one step of each preset (build, then simulate on each engine), and Monte Carlo.
+"""Step simulator speed: one step of each preset (build, then simulate), and Monte Carlo.
 
 Run: python benchmarks/bench_step_sim.py   (prints figures; not a test)
 Targets (issue 5): one step of llama3-405b (126 layers, PP16, all micro-batches) under 1 s;
 1,000 jittered steps under 60 s on one core. Issue 21: building a step's graph costs less than simulating it.
-Per preset: the graph's build time (best of 3), the Python engine's and (where run_graph takes ``engine=``) the
-compiled engine's simulate time side by side, their events/s and ratio, whether their timelines agree, and the
-simulated step against the budget.
+Per preset: the graph's build time (best of 3), the simulate time of the Python reference (tests/oracles/engine.py)
+and of the engine (``run_graph``, compiled) side by side, their events/s and ratio, whether their timelines agree
+to 1e-9 relative, and the simulated step against the budget.
 """
 
 from __future__ import annotations
 
-import inspect
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -20,8 +21,11 @@ from stepbudget.sim.engine import run_graph
 from stepbudget.sim.program import step_program
 from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step
 
-ENGINES = ("python", "compiled") if "engine" in inspect.signature(run_graph).parameters else ("python",)
-"""The engines run_graph offers: the compiled one from the commit that added ``engine=``."""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from oracles import engine as reference  # noqa: E402 - the reference lives with the tests
+
+ENGINES = {"python": reference.run_graph, "compiled": run_graph}
+"""The Python reference and the engine, timed side by side."""
 
 
 def best_of(fn, repeats: int = 3):
@@ -35,9 +39,7 @@ def best_of(fn, repeats: int = 3):
 
 def simulate(prog, engine: str):
     """One run of the step's graph, un-jittered (what simulate_step runs at link_rate 1)."""
-    if len(ENGINES) == 1:
-        return run_graph(prog.graph, prog.capacity_Bps)
-    return run_graph(prog.graph, prog.capacity_Bps, engine=engine)
+    return ENGINES[engine](prog.graph, prog.capacity_Bps)
 
 
 def one_step(name: str) -> None:
@@ -46,11 +48,10 @@ def one_step(name: str) -> None:
     runs = {e: best_of(lambda: simulate(prog, e), 1 if e == "python" else 3) for e in ENGINES}
     events = runs["python"][1].engine_events
     cells = [f"{e} {s:6.3f} s ({tl.engine_events / s / 1e3:7.1f} k ev/s)" for e, (s, tl) in runs.items()]
-    if "compiled" in runs:
-        (slow_s, slow), (fast_s, fast) = runs["python"], runs["compiled"]
-        same = np.allclose(slow.end_s, fast.end_s, rtol=1e-9, atol=0) and np.allclose(slow.start_s, fast.start_s,
-                                                                                        rtol=1e-9, atol=0)
-        cells.append(f"{slow_s / fast_s:5.1f}x, timelines {'agree' if same else 'DIFFER'}")
+    (slow_s, slow), (fast_s, fast) = runs["python"], runs["compiled"]
+    same = np.allclose(slow.end_s, fast.end_s, rtol=1e-9, atol=0) and np.allclose(slow.start_s, fast.start_s,
+                                                                                    rtol=1e-9, atol=0)
+    cells.append(f"{slow_s / fast_s:5.1f}x, timelines {'agree' if same else 'DIFFER'}")
     sim_s = min(s for s, _ in runs.values())
     r = simulate_step(b, program=prog)
     print(f"  {name:<22} {prog.graph.num_tasks:>7,} tasks {events:>8,} events | build {build_s:6.3f} s "
@@ -59,10 +60,8 @@ def one_step(name: str) -> None:
 
 
 def main() -> None:
-    if "compiled" in ENGINES:
-        prog = step_program(sim_budget(sb.load("llama3-405b-puredp")))
-        simulate(prog, "compiled")  # load (or compile) the engine before timing it
-    print("one step, contention on (build the graph, then simulate it on each engine):")
+    simulate(step_program(sim_budget(sb.load("llama3-405b-puredp"))), "compiled")  # load (or compile) it first
+    print("one step, contention on (build the graph, then simulate it on the reference and the engine):")
     for name in sb.preset_names():
         one_step(name)
     b = sim_budget(sb.load("llama3-405b"))

@@ -4,8 +4,8 @@ A flow is a set of bytes moving over a tuple of link ids; every link it crosses
 carries it at the same rate. Flows are given in CSR form (the layout scipy.sparse
 uses): flow ``f`` crosses ``link_ids[indptr[f]:indptr[f + 1]]``.
 
-What ``maxmin_rates_csr(indptr, link_ids, capacity_Bps) -> rates_Bps`` returns (the rates
-``sim.engine.run_graph`` gives its flows):
+What ``maxmin_rates_csr(indptr, link_ids, capacity_Bps) -> rates_Bps`` returns (the rates the
+simulator's engine, ``sim/_core.py``, gives its flows by sequential water-filling; tests hold the two together):
 
 * ``rates_Bps[f] >= 0`` for every flow (``inf`` for a flow that crosses no link);
 * on every link, the sum of the rates of the flows that cross it is at most its
@@ -26,9 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = [
-    "FlowLinks", "flows_to_csr", "gather_csr", "maxmin_rates", "maxmin_rates_csr", "maxmin_rates_unchecked",
-]
+__all__ = ["FlowLinks", "flows_to_csr", "maxmin_rates", "maxmin_rates_csr", "maxmin_rates_unchecked"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,22 +48,6 @@ def flows_to_csr(flow_links: Sequence[Sequence[int]]) -> FlowLinks:
         (link for links in flow_links for link in links), dtype=np.int64, count=int(indptr[-1])
     )
     return FlowLinks(indptr, link_ids)
-
-
-def gather_csr(
-    indptr: np.ndarray, data: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Select ``rows`` of a CSR structure, in the order given.
-
-    Shapes: ``indptr (R + 1,)``, ``data (E,)``, ``rows (K,)`` -> ``(K + 1,)``, ``(E_K,)``.
-    """
-    begin = indptr[rows]
-    lengths = indptr[rows + 1] - begin
-    out_indptr = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out_indptr[1:])
-    # position of each selected entry = row begin + offset inside the row
-    offsets = np.arange(out_indptr[-1], dtype=np.int64) - np.repeat(out_indptr[:-1], lengths)
-    return out_indptr, data[np.repeat(begin, lengths) + offsets]
 
 
 def _check(indptr: np.ndarray, link_ids: np.ndarray, capacity_Bps: np.ndarray) -> None:
@@ -115,7 +97,8 @@ def maxmin_rates_csr(
 
 
 def maxmin_rates_unchecked(indptr: np.ndarray, link_ids: np.ndarray, capacity_Bps: np.ndarray) -> np.ndarray:
-    """``maxmin_rates_csr`` on int64/float64 arrays already checked (the simulator checks its graph once)."""
+    """``maxmin_rates_csr`` on int64/float64 arrays already checked, for callers that check their flows once and
+    share them many times."""
     num_flows, num_links = indptr.size - 1, capacity_Bps.size
     lengths = np.diff(indptr)
     rates = np.where(lengths == 0, np.inf, 0.0)  # a flow over no link is unconstrained

@@ -1,4 +1,7 @@
-"""The discrete-event engine and the task-graph simulator against closed forms."""
+"""The event engine (``run_graph``, the compiled loop of sim/_core.py) against closed forms and hand-worked cases.
+
+tests/sim/test_engine_oracle.py holds it to the Python reference of tests/oracles/engine.py on random graphs.
+"""
 
 import json
 
@@ -8,9 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepbudget.sim import (
-    Engine,
-    Priority,
-    SimEvent,
     TaskGraph,
     TaskKind,
     compute,
@@ -27,39 +27,6 @@ B = 50 * GB  # a 400 Gb/s NIC in bytes/s
 
 def run(tasks, capacity, **options):
     return run_graph(TaskGraph.from_tasks(tasks), np.asarray(capacity, dtype=float), **options)
-
-
-# --- the engine -------------------------------------------------------------------------------
-
-
-def test_engine_orders_by_time_then_priority_then_insertion():
-    engine, seen = Engine(), []
-    engine.schedule(2.0, lambda: seen.append("t2"))
-    engine.schedule(1.0, lambda: seen.append("late"), Priority.LATE)
-    engine.schedule(1.0, lambda: seen.append("normal-a"))
-    engine.schedule(1.0, lambda: seen.append("normal-b"))
-    engine.schedule(1.0, lambda: seen.append("urgent"), Priority.URGENT)
-    engine.run()
-    assert seen == ["urgent", "normal-a", "normal-b", "late", "t2"]
-    assert engine.now == 2.0 and engine.events == 5
-
-
-def test_engine_run_until_stops_and_resumes():
-    engine, seen = Engine(), []
-    for t in (1.0, 2.0, 3.0):
-        engine.schedule(t, lambda t=t: seen.append(t))
-    engine.run(until=2.5)
-    assert seen == [1.0, 2.0] and engine.now == 2.5
-    engine.run()
-    assert seen == [1.0, 2.0, 3.0]
-
-
-def test_engine_refuses_the_past():
-    engine = Engine()
-    engine.schedule(1.0, lambda: None)
-    engine.run()
-    with pytest.raises(ValueError, match="time_s"):
-        engine.schedule(0.5, lambda: None)
 
 
 # --- link sharing in time ------------------------------------------------------------------------
@@ -206,19 +173,6 @@ def test_join_and_empty_transfer_take_no_time():
     timeline = run(tasks, [1.0])
     assert timeline.start_s.tolist() == [0.0, 1.0, 1.0]
     assert timeline.end_s.tolist() == [1.0, 1.0, 1.0]
-
-
-def test_observer_sees_every_start_and_end_in_time_order_and_the_rates():
-    seen = []
-    tasks = [compute("a", 0, 1.0), transfer("x", 2.0, [0], deps=[0]), transfer("y", 2.0, [0], deps=[0])]
-    run(tasks, [1.0], observer=lambda t, event, ids, rates: seen.append((t, event, ids.tolist(), rates)))
-    times = [t for t, *_ in seen]
-    assert times == sorted(times)
-    started = sorted(i for _, e, ids, _ in seen if e == SimEvent.START for i in ids)
-    ended = sorted(i for _, e, ids, _ in seen if e == SimEvent.END for i in ids)
-    assert started == ended == [0, 1, 2]
-    rates = [(t, r.tolist()) for t, e, _, r in seen if e == SimEvent.RATES]
-    assert rates == [(1.0, [0.5, 0.5])]
 
 
 # --- validation ----------------------------------------------------------------------------------

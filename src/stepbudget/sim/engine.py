@@ -1,298 +1,29 @@
-"""Discrete-event simulation of a task graph on compute streams and shared links.
+"""Discrete-event simulation of a task graph on compute streams and shared links: ``run_graph(graph) -> Timeline``.
 
-Three layers, read top to bottom:
-
-* ``Engine``: a heap of ``(time_s, priority, seq, callback)`` and a step loop, as in
-  simpy's ``core.py``; no I/O, no logging, no knowledge of tasks.
-* Resources on an engine: ``Streams`` (serial FIFO compute, one task at a time per
-  stream) and ``Network`` (flows sharing links at max-min fair rates).
-* ``run_graph(graph, link_capacity_Bps) -> Timeline``: releases each task when its
-  dependencies have finished, onto a stream, onto the network, or through at once.
-
-Network events are batched: any flow start or finish marks the rates stale and
-schedules one recomputation at the same instant with ``Priority.LATE`` (after
-every other event at that time), so a thousand flows that finish together cost
-one rate computation. The network keeps a single pending "next finish"
-event; a version counter invalidates it lazily when the rates change.
-
-What it ignores: per-message latency (alpha) and protocol overheads unless the
-caller adds them as compute tasks; flows reach their fair rate instantly.
+``run_graph`` checks its inputs once, then runs the event loop of ``sim/_core.py`` (compiled by numba where the
+`fast` extra is installed, the same code as plain Python where it is not): a heap of events, FIFO compute
+streams, flows sharing links max-min fairly, re-shared at every instant a flow starts or ends. The rules, and
+what the simulation ignores, are in that module's docstring. ``run_events`` is the same loop on inputs already
+checked, for the callers that build their own graph (``sim/flows.py``'s matrices of flows).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections import deque
 from collections.abc import Callable
-from enum import IntEnum, StrEnum
-from functools import partial
 
 import numpy as np
 
 from stepbudget.sim import _core
 from stepbudget.sim.graph import TaskGraph, TaskKind
-from stepbudget.maxmin import FlowLinks, gather_csr, maxmin_rates_unchecked
 from stepbudget.sim.timeline import Timeline
 
-__all__ = ["Engine", "EngineKind", "Network", "Observer", "Priority", "SimEvent", "Streams", "run_graph"]
+__all__ = ["run_events", "run_graph"]
 
-_TIME_RTOL = 1e-12  # flows due within this relative time of "now" finish together
+_TIME_RTOL = 1e-12  # flows due within this relative time of "now" end together: those due at the same instant
+_REPORT_EVENTS = 200_000  # events between progress reports (and chances to grow the heap): a fraction of a second
 
-
-class Priority(IntEnum):
-    """Order of events due at the same time: lower values run first."""
-
-    URGENT = 0
-    NORMAL = 1
-    LATE = 2
-    """After all other events at this instant (batched rate recomputation)."""
-
-
-class Engine:
-    """A clock and a heap of ``(time_s, priority, seq, callback)``; ``seq`` keeps FIFO order."""
-
-    def __init__(self) -> None:
-        self.now: float = 0.0
-        """Simulated time in seconds."""
-        self.events: int = 0
-        """Callbacks run so far."""
-        self._heap: list[tuple[float, int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-
-    def schedule(
-        self, time_s: float, callback: Callable[[], None], priority: Priority = Priority.NORMAL
-    ) -> None:
-        """Run ``callback()`` at ``time_s`` (not before ``now``)."""
-        if not time_s >= self.now:
-            raise ValueError(f"time_s={time_s} is before now={self.now}; events cannot go back in time")
-        heapq.heappush(self._heap, (time_s, priority, next(self._seq), callback))
-
-    def step(self) -> None:
-        """Advance the clock to the next event and run it."""
-        self.now, _, _, callback = heapq.heappop(self._heap)
-        self.events += 1
-        callback()
-
-    def run(self, until: float | None = None) -> None:
-        """Run events until none are left, or until the next is later than ``until``."""
-        while self._heap and (until is None or self._heap[0][0] <= until):
-            self.step()
-        if until is not None:
-            self.now = max(self.now, until)
-
-
-class Streams:
-    """Serial FIFO compute streams: each runs one task at a time, in submission order.
-
-    ``on_start(task)`` and ``on_finish(task)`` are called at ``engine.now``.
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        num_streams: int,
-        on_start: Callable[[int], None],
-        on_finish: Callable[[int], None],
-    ) -> None:
-        self._engine, self._on_start, self._on_finish = engine, on_start, on_finish
-        self._queues: list[deque[tuple[int, float]]] = [deque() for _ in range(num_streams)]
-        self._busy = [False] * num_streams
-
-    def submit(self, task: int, stream: int, duration_s: float) -> None:
-        """Queue ``task`` on ``stream``; it starts when the stream is free."""
-        if self._busy[stream]:
-            self._queues[stream].append((task, duration_s))
-        else:
-            self._begin(stream, task, duration_s)
-
-    def _begin(self, stream: int, task: int, duration_s: float) -> None:
-        self._busy[stream] = True
-        self._on_start(task)
-        self._engine.schedule(self._engine.now + duration_s, partial(self._end, stream, task))
-
-    def _end(self, stream: int, task: int) -> None:
-        queue = self._queues[stream]
-        if queue:
-            self._begin(stream, *queue.popleft())
-        else:
-            self._busy[stream] = False
-        self._on_finish(task)
-
-
-class Network:
-    """Links shared by flows; ``on_finish(flows)`` is called with the ids that complete.
-
-    ``flow_links`` lists, for every flow id that may ever start, the links it crosses.
-    Rates are max-min fair (``maxmin``) and are recomputed once per
-    instant at which any flow started or finished; ``on_rates(flows, rates_Bps)``,
-    if given, sees every new allocation.
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        flow_links: FlowLinks,
-        capacity_Bps: np.ndarray,
-        on_finish: Callable[[np.ndarray], None],
-        on_rates: Callable[[np.ndarray, np.ndarray], None] | None = None,
-        finish_rtol: float = _TIME_RTOL,
-    ) -> None:
-        self._engine, self._links, self._capacity = engine, flow_links, capacity_Bps
-        self._rtol = finish_rtol
-        self._on_finish, self._on_rates = on_finish, on_rates
-        num_flows = flow_links.indptr.size - 1
-        self._remaining = np.zeros(num_flows)  # bytes left, as of self._last_s
-        self._rate = np.zeros(num_flows)
-        self._finish_at = np.full(num_flows, np.inf)
-        self._active = np.empty(0, dtype=np.int64)
-        self._last_s = 0.0
-        self._version = 0  # bumped whenever the pending finish event becomes stale
-        self._recompute_pending = False
-
-    def start(self, flows: np.ndarray, size_bytes: np.ndarray) -> None:
-        """Begin moving ``size_bytes[i]`` over the links of flow ``flows[i]`` now."""
-        self._advance()
-        self._remaining[flows] = size_bytes
-        self._rate[flows] = 0.0
-        self._active = np.concatenate([self._active, flows])
-        self._invalidate()
-
-    def _advance(self) -> None:
-        """Drain the bytes moved since the last update at the current rates."""
-        elapsed_s = self._engine.now - self._last_s
-        if elapsed_s > 0 and self._active.size:
-            active = self._active
-            left = self._remaining[active] - self._rate[active] * elapsed_s  # bytes = rate * time
-            self._remaining[active] = np.maximum(left, 0.0)
-        self._last_s = self._engine.now
-
-    def _invalidate(self) -> None:
-        self._version += 1
-        if not self._recompute_pending:
-            self._recompute_pending = True
-            self._engine.schedule(self._engine.now, self._recompute, Priority.LATE)
-
-    def _recompute(self) -> None:
-        self._recompute_pending = False
-        self._advance()
-        active = self._active
-        if not active.size:
-            return
-        indptr, link_ids = gather_csr(self._links.indptr, self._links.link_ids, active)
-        rates = maxmin_rates_unchecked(indptr, link_ids, self._capacity)
-        self._rate[active] = rates
-        with np.errstate(divide="ignore", over="ignore"):  # an infinite finish is refused just below
-            finish_at = self._engine.now + self._remaining[active] / rates  # time = bytes / rate
-        self._finish_at[active] = finish_at
-        if self._on_rates is not None:
-            self._on_rates(active, rates)
-        next_s = float(finish_at.min())
-        if not np.isfinite(next_s):
-            raise ValueError(_underflow(active.size, float(rates.min())))
-        self._engine.schedule(next_s, partial(self._finish_due, self._version))
-
-    def _finish_due(self, version: int) -> None:
-        if version != self._version:
-            return  # stale: rates changed after this event was scheduled
-        self._advance()
-        now, active = self._engine.now, self._active
-        due = self._finish_at[active] <= now + self._rtol * max(now, 1e-9)
-        done = active[due]
-        self._remaining[done] = 0.0
-        self._rate[done] = 0.0
-        self._active = active[~due]
-        self._invalidate()
-        self._on_finish(done)
-
-
-class SimEvent(StrEnum):
-    """What an observer is told about."""
-
-    START = "start"
-    END = "end"
-    RATES = "rates"
-    """New link-sharing allocation; ``rates_Bps`` gives each listed transfer's rate."""
-
-
-Observer = Callable[[float, SimEvent, np.ndarray, "np.ndarray | None"], None]
-"""``observer(time_s, event, task_ids, rates_Bps)``; ``rates_Bps`` is None unless RATES.
-Called in batches, in time order; it must not modify the arrays."""
-
-
-class _GraphRun:
-    """The mutable state of one ``run_graph`` call (private)."""
-
-    def __init__(self, graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray,
-                 observer: Observer | None, finish_rtol: float = _TIME_RTOL) -> None:
-        num_tasks = graph.num_tasks
-        self.graph, self.duration_s, self.observer = graph, duration_s, observer
-        self.engine = Engine()
-        self.start_s = np.full(num_tasks, np.nan)
-        self.end_s = np.full(num_tasks, np.nan)
-        self.waiting = np.diff(graph.dep_indptr)  # unfinished dependencies per task
-        owner = np.repeat(np.arange(num_tasks, dtype=np.int64), self.waiting)
-        self.succ_ids = owner[np.argsort(graph.dep_ids, kind="stable")]
-        self.succ_indptr = np.zeros(num_tasks + 1, dtype=np.int64)
-        np.cumsum(np.bincount(graph.dep_ids, minlength=num_tasks), out=self.succ_indptr[1:])
-        is_transfer = graph.kind == TaskKind.TRANSFER
-        self.instant = (graph.kind == TaskKind.JOIN) | (is_transfer & (graph.size_bytes == 0))
-        self.is_compute = graph.kind == TaskKind.COMPUTE
-        self.is_flow = is_transfer & ~self.instant
-        self.streams = Streams(self.engine, graph.num_streams, self._compute_started,
-                               self._compute_finished)
-        on_rates = None if observer is None else self._rates_changed
-        self.network = Network(self.engine, FlowLinks(graph.link_indptr, graph.link_ids),
-                               capacity_Bps, self._complete, on_rates, finish_rtol)
-
-    def run(self) -> None:
-        roots = np.flatnonzero(self.waiting == 0)
-        self.engine.schedule(0.0, partial(self._release, roots))
-        self.engine.run()
-
-    def _observe(self, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None = None) -> None:
-        if self.observer is not None and tasks.size:
-            self.observer(self.engine.now, event, tasks, rates)
-
-    def _rates_changed(self, flows: np.ndarray, rates: np.ndarray) -> None:
-        self._observe(SimEvent.RATES, flows, rates)
-
-    def _compute_started(self, task: int) -> None:
-        self.start_s[task] = self.engine.now
-        self._observe(SimEvent.START, np.array([task]))
-
-    def _compute_finished(self, task: int) -> None:
-        self._complete(np.array([task]))
-
-    def _ready_after(self, done: np.ndarray) -> np.ndarray:
-        """Mark ``done`` finished now; return the successors that have no dependency left."""
-        self.end_s[done] = self.engine.now
-        self._observe(SimEvent.END, done)
-        _, successors = gather_csr(self.succ_indptr, self.succ_ids, done)
-        if not successors.size:
-            return successors
-        unique, count = np.unique(successors, return_counts=True)
-        self.waiting[unique] -= count
-        return unique[self.waiting[unique] == 0]
-
-    def _complete(self, done: np.ndarray) -> None:
-        self._release(self._ready_after(done))
-
-    def _release(self, ready: np.ndarray) -> None:
-        """Hand ready tasks to their resource; zero-time tasks finish at once."""
-        graph = self.graph
-        while ready.size:
-            for task in ready[self.is_compute[ready]].tolist():
-                self.streams.submit(task, int(graph.stream[task]), float(self.duration_s[task]))
-            flows = ready[self.is_flow[ready]]
-            if flows.size:
-                self.start_s[flows] = self.engine.now
-                self._observe(SimEvent.START, flows)
-                self.network.start(flows, graph.size_bytes[flows])
-            instant = ready[self.instant[ready]]
-            self.start_s[instant] = self.engine.now
-            self._observe(SimEvent.START, instant)
-            ready = self._ready_after(instant) if instant.size else instant
+Progress = Callable[[int, int], None]
+"""``progress(ended, tasks)``: how many of the graph's tasks have ended so far."""
 
 
 def _per_item(values: np.ndarray | None, size: int, name: str, what: str) -> np.ndarray:
@@ -304,41 +35,23 @@ def _per_item(values: np.ndarray | None, size: int, name: str, what: str) -> np.
     return values
 
 
-class EngineKind(StrEnum):
-    """Which engine runs a graph: the same events in the same order, so the same timeline."""
-
-    AUTO = "auto"
-    """Compiled when numba imports and no observer listens; Python otherwise."""
-    COMPILED = "compiled"
-    """``sim/_core.py`` (numba): about a million events a second."""
-    PYTHON = "python"
-    """The engine in this module: the reference, and the only one an observer can listen to."""
-
-
-_PROGRESS_EVENTS = 200_000  # the compiled engine reports progress (and may grow its heap) between such runs
-
-
 def run_graph(
     graph: TaskGraph,
     link_capacity_Bps: np.ndarray,
     *,
     link_rate_multiplier: np.ndarray | None = None,
     duration_multiplier: np.ndarray | None = None,
-    observer: Observer | None = None,
-    engine: EngineKind | str = EngineKind.AUTO,
     finish_rtol: float = _TIME_RTOL,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Timeline:
     """Run ``graph`` from time 0 until every task has finished.
 
     Shapes: ``link_capacity_Bps (L,)`` in bytes/s with ``L >= graph.num_links``;
     ``link_rate_multiplier (L,)`` scales each link (0.5 = a link at half rate);
-    ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter,
-    drawn by the caller). Links are shared max-min fair (``maxmin``); ``observer`` is
-    told of starts, ends and rate changes (the Python engine runs when one listens).
-    Flows due within ``finish_rtol`` of the elapsed time end together at the first of
-    them (1e-12 by default: only those due at the same instant). ``progress(ended, tasks)``
-    is told how many tasks have ended, every 200,000 events or so.
+    ``duration_multiplier (T,)`` scales each compute task's ``duration_s`` (jitter, drawn by the caller).
+    Links are shared max-min fair (``maxmin``'s rule). Flows due within ``finish_rtol`` of the elapsed time end
+    together at the first of them (1e-12 by default: only those due at the same instant).
+    ``progress(ended, tasks)`` is told how many tasks have ended, every 200,000 events and at the end.
     """
     capacity = np.asarray(link_capacity_Bps, dtype=np.float64)
     if capacity.ndim != 1 or capacity.size < graph.num_links:
@@ -351,16 +64,9 @@ def run_graph(
     factor = _per_item(duration_multiplier, graph.num_tasks, "duration_multiplier", "task")
     if np.any(~(factor >= 0) | ~np.isfinite(factor)):
         raise ValueError("duration_multiplier must be finite and >= 0 for every task")
-    if not 0 <= finish_rtol < 1:
-        raise ValueError(f"finish_rtol={finish_rtol!r}: give a fraction of the elapsed time in [0, 1)")
-    kind = _engine_kind(engine, observer)
-    if kind is EngineKind.COMPILED:
-        start_s, end_s, events = _run_compiled(graph, capacity, graph.duration_s * factor, finish_rtol, progress)
-    else:
-        run = _GraphRun(graph, capacity, graph.duration_s * factor, _with_progress(observer, progress, graph),
-                        finish_rtol)
-        run.run()
-        start_s, end_s, events = run.start_s, run.end_s, run.engine.events
+    check_finish_rtol(finish_rtol)
+    start_s, end_s, events = run_events(graph, capacity, graph.duration_s * factor, finish_rtol=finish_rtol,
+                                        progress=progress)
     stuck = np.isnan(end_s)
     if np.any(stuck):
         shown = ", ".join(graph.label(int(i)) for i in np.flatnonzero(stuck)[:3])
@@ -369,61 +75,52 @@ def run_graph(
     return Timeline(start_s=start_s, end_s=end_s, graph=graph, engine_events=events)
 
 
-def _engine_kind(engine: EngineKind | str, observer: Observer | None) -> EngineKind:
-    try:
-        kind = EngineKind(engine)
-    except ValueError:
-        raise ValueError(f"engine={engine!r}: give one of {', '.join(k.value for k in EngineKind)}") from None
-    if kind is EngineKind.AUTO:
-        return EngineKind.COMPILED if _core.AVAILABLE and observer is None else EngineKind.PYTHON
-    if kind is EngineKind.COMPILED and observer is not None:
-        raise ValueError("engine='compiled' cannot tell an observer of each event; use engine='python' or 'auto'")
-    return kind
+def check_finish_rtol(finish_rtol: float) -> None:
+    if not 0 <= finish_rtol < 1:
+        raise ValueError(f"finish_rtol={finish_rtol!r}: give a fraction of the elapsed time in [0, 1)")
 
 
-def _with_progress(observer: Observer | None, progress: Callable[[int, int], None] | None,
-                   graph: TaskGraph) -> Observer | None:
-    """The observer, also counting ended tasks for ``progress`` (the Python engine's way of reporting it)."""
-    if progress is None:
-        return observer
-    ended = [0]
-
-    def observe(time_s: float, event: SimEvent, tasks: np.ndarray, rates: np.ndarray | None) -> None:
-        if event is SimEvent.END:
-            ended[0] += tasks.size
-            progress(ended[0], graph.num_tasks)
-        if observer is not None:
-            observer(time_s, event, tasks, rates)
-    return observe
+def _pair_of(link_ids: np.ndarray, rows: int) -> np.ndarray:
+    """Each flow's row and column, shape (T, 2) int32, where every task crosses link r < rows, then rows + c."""
+    pair = link_ids.reshape(-1, 2).astype(np.int32)
+    pair[:, 1] -= rows
+    return pair
 
 
-def _run_compiled(graph: TaskGraph, capacity: np.ndarray, duration_s: np.ndarray, rtol: float,
-                  progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """``sim/_core.py``'s engine on ``graph``: start and end of each task, and the events run."""
+def run_events(graph: TaskGraph, capacity_Bps: np.ndarray, duration_s: np.ndarray, *, finish_rtol: float,
+               progress: Progress | None = None, pairs: tuple[int, int] | None = None,
+               report_every: int = _REPORT_EVENTS) -> tuple[np.ndarray, np.ndarray, int]:
+    """The event loop on checked inputs: each task's start and end (NaN for a task never ready) and the events run.
+
+    ``capacity_Bps (L,)`` and ``duration_s (T,)`` with their multipliers applied. ``pairs=(R, C)``: every flow
+    crosses a row's link ``r < R`` then a column's, ``R + c``, at most one flow per pair (``sim/flows.py``'s
+    matrices): the links are shared on the matrix of moving pairs, the same rates to the bit, faster.
+    ``progress(ended, tasks)`` every ``report_every`` events and at the end."""
+    num_links = capacity_Bps.size
     succ_indptr, succ_ids = _core.successors(graph.dep_indptr, graph.dep_ids)
     instant = (graph.kind == TaskKind.JOIN) | ((graph.kind == TaskKind.TRANSFER) & (graph.size_bytes == 0))
-    state = _core.new_state(graph.num_tasks, graph.num_streams, graph.link_ids.size)
+    # duration_s copied: every array the loop reads then has the same flags (the graph's are read-only) whoever
+    # calls, so the loop is compiled once
+    g = _core.Graph(kind=graph.kind, stream=graph.stream, duration_s=np.array(duration_s, dtype=np.float64),
+                    size_bytes=graph.size_bytes, instant=instant, link_indptr=graph.link_indptr,
+                    link_ids=graph.link_ids, succ_indptr=succ_indptr, succ_ids=succ_ids, capacity=capacity_Bps,
+                    pair=np.zeros((0, 2), np.int32) if pairs is None else _pair_of(graph.link_ids, pairs[0]))
+    options = _core.Options(finish_rtol=float(finish_rtol), max_events=int(report_every))
+    state = _core.new_state(graph.num_tasks, graph.num_streams, num_links, pairs or (0, 0))
     state.waiting[:] = np.diff(graph.dep_indptr)
-    _core.push_roots(state.heap_time, state.heap_key, state.count)
+    work = _core.new_work(graph.num_tasks, num_links, graph.link_ids.size)
     while True:
-        status = _core.advance(
-            graph.kind, graph.stream, duration_s, graph.size_bytes, instant, graph.link_indptr, graph.link_ids,
-            succ_indptr, succ_ids, capacity, rtol, _PROGRESS_EVENTS, state.clock, state.count, state.heap_time,
-            state.heap_key, state.start_s, state.end_s, state.waiting, state.busy, state.head, state.tail,
-            state.next_task, state.active, state.remaining, state.rate, state.finish_at, state.scratch,
-            state.entries, state.rates, state.diag)
+        with np.errstate(divide="ignore", over="ignore"):  # plain Python only: an underflowed rate is refused below
+            status = _core.advance(g, options, state, work)
         if progress is not None:
-            progress(int(state.count[_core.ENDED]), graph.num_tasks)
+            progress(int(state.counts[_core.ENDED]), graph.num_tasks)
         if status == _core.DONE:
-            return state.start_s, state.end_s, int(state.count[_core.EVENTS])
+            return state.start_s, state.end_s, int(state.counts[_core.EVENTS])
         if status == _core.UNDERFLOW:
-            raise ValueError(_underflow(int(state.diag[0]), float(state.diag[1])))
+            # every capacity is finite and > 0, so only a rate that underflowed gets here: stopping would leave
+            # the flows unfinished for ever and blame a cycle
+            raise ValueError(f"link rates of {int(state.diag[0])} flow(s) underflow: the smallest is "
+                             f"{float(state.diag[1]):g} B/s for bytes that never finish; give links at least a "
+                             "thousandth of a byte per second")
         if status == _core.NEED_ROOM:
             state = _core.with_room(state)
-
-
-def _underflow(flows: int, least_Bps: float) -> str:
-    # every capacity is finite and > 0 (run_graph), so only a rate that underflowed gets here: stopping
-    # would leave the flows unfinished for ever and blame a cycle
-    return (f"link rates of {flows} flow(s) underflow: the smallest is {least_Bps:g} "
-            "B/s for bytes that never finish; give links at least a thousandth of a byte per second")

@@ -1,25 +1,22 @@
 """Flows from the rows to the columns of a matrix, all starting at t = 0: when each ends, as ``run_graph`` says.
 
 A plain all-to-all is such a set: the flow from GPU i to GPU j leaves on i's link and enters on j's, one flow per
-pair, hundreds of thousands of them. ``matrix_end_times`` gives the end times ``run_graph`` gives for the same flows
-as root transfers, to the bit: on the compiled path of ``_pairs.py``, or on ``run_graph`` itself where numba is
-missing.
+pair, hundreds of thousands of them. ``matrix_end_times`` runs them as root transfers on the simulator's engine,
+telling it they are pairs (``run_events(pairs=...)``): it then shares the links on a matrix of the pairs still
+moving instead of lists rebuilt at every re-sharing, the same end times to the bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from stepbudget.sim import _core, _pairs
-from stepbudget.sim.engine import _underflow, run_graph
+from stepbudget.sim.engine import Progress, check_finish_rtol, run_events
 from stepbudget.sim.graph import TaskGraph, TaskKind
 
 __all__ = ["matrix_end_times", "matrix_graph"]
 
-_PROGRESS_EVENTS = 500
-"""Re-sharings between progress reports: a few tenths of a second at 512 GPUs."""
+_REPORT_EVENTS = 1_000
+"""Events between progress reports (two per re-sharing): a few tenths of a second at 512 GPUs."""
 
 
 def matrix_graph(size_bytes: np.ndarray) -> TaskGraph:
@@ -35,7 +32,7 @@ def matrix_graph(size_bytes: np.ndarray) -> TaskGraph:
 
 
 def matrix_end_times(size_bytes, row_Bps, col_Bps, *, finish_rtol: float,
-                     progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+                     progress: Progress | None = None) -> np.ndarray:
     """End time (s) of the flow of each entry of ``size_bytes`` (R, C), shape (R, C); 0 where no byte moves.
 
     The flow of entry (r, c) moves its bytes over row r's link (``row_Bps`` (R,) bytes/s) and column c's
@@ -50,36 +47,12 @@ def matrix_end_times(size_bytes, row_Bps, col_Bps, *, finish_rtol: float,
                          f"{np.shape(row_Bps)} and {np.shape(col_Bps)}")
     if not (np.isfinite(size).all() and (size >= 0).all()):
         raise ValueError("size_bytes must be finite and >= 0 for every pair")
-    if not _core.AVAILABLE:  # pragma: no cover - numba is the `fast` extra
-        timeline = run_graph(matrix_graph(size), capacity, finish_rtol=finish_rtol, progress=progress)
-        ends = timeline.end_s
-    else:
-        if np.any(~(capacity > 0) | ~np.isfinite(capacity)):
-            raise ValueError("row_Bps and col_Bps must be finite and > 0 on every link")
-        if not 0 <= finish_rtol < 1:
-            raise ValueError(f"finish_rtol={finish_rtol!r}: give a fraction of the elapsed time in [0, 1)")
-        ends = _compiled(size, capacity, finish_rtol, progress)
+    if np.any(~(capacity > 0) | ~np.isfinite(capacity)):
+        raise ValueError("row_Bps and col_Bps must be finite and > 0 on every link")
+    check_finish_rtol(finish_rtol)
+    graph = matrix_graph(size)
+    _, ends, _ = run_events(graph, capacity, graph.duration_s, finish_rtol=finish_rtol, progress=progress,
+                            pairs=(size.shape[0], size.shape[1]), report_every=_REPORT_EVENTS)
     out = np.zeros_like(size)
     out[size > 0] = ends
     return out
-
-
-def _compiled(size: np.ndarray, capacity: np.ndarray, rtol: float,
-              progress: Callable[[int, int], None] | None) -> np.ndarray:
-    state = _pairs.new_state(size)
-    F = state.ids.size
-    end_s, diag = np.full(F, np.nan), np.zeros(2)
-    # every flow's two links as matrix_graph lists them, for the engine's rounds (no graph built: nothing to check)
-    indptr = np.arange(0, 2 * F + 1, 2)
-    link_ids = np.stack([state.row, size.shape[0] + state.col], axis=1).astype(np.int64).ravel()
-    while True:
-        status = _pairs.advance(capacity, indptr, link_ids, rtol, _PROGRESS_EVENTS, state.clock,
-                                state.count, state.ids, state.row, state.col, state.done, state.remaining, state.rate,
-                                state.finish_at, state.candidates, state.live, state.moving, state.moving_t, end_s,
-                                diag)
-        if progress is not None:
-            progress(int(state.count[_pairs.ENDED]), F)
-        if status == _pairs.DONE:
-            return end_s
-        if status == _pairs.UNDERFLOW:
-            raise ValueError(_underflow(int(diag[0]), float(diag[1])))
