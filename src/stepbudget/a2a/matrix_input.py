@@ -31,8 +31,8 @@ of it, its flows growing as GPUs^2 and its re-sharings with them."""
 
 MAX_GPUS_WITHOUT_NUMBA = 64
 """Most GPUs one all-to-all is timed for where numba (the `fast` extra) is missing, a group or a given matrix: the
-plain all-to-all then runs on run_graph's Python engine, where 8 x 8 GPUs take 11 s and 16 x 8 37 s (measured on
-2 cores; the compiled path takes 0.1 s and 0.5 s)."""
+plain all-to-all then runs the engine's loop as plain Python, where 8 x 8 GPUs take 3-13 s (uniform to zipf:0.8,
+measured on 2 cores; compiled, 0.1 s)."""
 
 MAX_MATRIX_GPUS = 128
 """Most GPUs a given matrix may be for. Its values, not only its size, set how many re-sharings the plain
@@ -125,10 +125,10 @@ def check_ep_group(servers: object, gpus_per_server: object) -> tuple[int, int]:
 
 
 def _check_compiled(option: str, what: str, gpus: int) -> None:
-    """Refuse more than MAX_GPUS_WITHOUT_NUMBA GPUs where the plain all-to-all would run on the Python engine."""
+    """Refuse more than MAX_GPUS_WITHOUT_NUMBA GPUs where the plain all-to-all would run as plain Python."""
     if gpus > MAX_GPUS_WITHOUT_NUMBA and not _core.AVAILABLE:
         raise OptionError(option, f"{what}: without numba one all-to-all is timed for at most {MAX_GPUS_WITHOUT_NUMBA} GPUs "
-                            "(16 x 8 take 37 s on the Python engine); pip install 'stepbudget[fast]' (or '.[fast]' "
+                            "(8 x 8 take up to 13 s as plain Python); pip install 'stepbudget[fast]' (or '.[fast]' "
                             f"from the repository) to time up to {MAX_EP_GPUS:,}")
 
 

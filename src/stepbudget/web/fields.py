@@ -2,8 +2,8 @@
 
 A text field is read with its unit by the package's one parser (``units.parse``: a count takes k, M, G, B and Mi)
 and checked against bounds. What goes wrong is a ``FieldError`` carrying a catalog code and its values, so the
-message under the field is written in the page's language. Choices (radio buttons, check boxes) come from a closed list; a value outside it,
-which only a hand-edited URL can give, falls back to the default.
+message under the field is written in the page's language. Choices (radio buttons, check boxes) come from a closed
+list; a value outside it, which only a hand-edited URL can give, falls back to the default.
 """
 
 from __future__ import annotations
