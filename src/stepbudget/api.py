@@ -482,10 +482,8 @@ def nic(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] = (), ste
 
     window, buffer = (v if isinstance(v, str) else f"{v:g}{unit}" for v, unit in ((window_s, "s"),
                                                                                  (switch_buffer_bytes, "B")))
-    window_s = _quantity("window_s", window, "time", "give a time such as 15s")
+    window_s = _window(window)
     switch_buffer_bytes = _quantity("switch_buffer_bytes", buffer, "bytes", "give a size such as 64MB")
-    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
-        raise OptionError("window_s", f"{window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
     if not 1 <= converging <= MAX_CONVERGING:
         raise OptionError("converging", f"{converging} bursts cannot converge on one switch port; give 1 to "
                                         f"{MAX_CONVERGING:,}")
@@ -562,6 +560,15 @@ def _quantity(option: str, text: str, kind: str, fix: str) -> float:
         return parse(text, kind)
     except UnitError as e:
         raise OptionError(option, f"{e}; {fix}") from None
+
+
+def _window(window: float | str) -> float:
+    """A counter's window in seconds, from a number or text such as ``"15s"``: 1 ms to a day."""
+    window_s = _quantity("window_s", window, "time", "give a time such as 15s") if isinstance(window, str) \
+        else float(window)
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        raise OptionError("window_s", f"{window!r} is not a counter window; give a time from 1 ms to a day, e.g. 15s")
+    return window_s
 
 
 def parse_straggler(text: str) -> tuple[float, float]:
@@ -645,12 +652,7 @@ def figure(ident: str, scenario: str | None = None, *, sets: Sequence[str] = (),
     if window is not None:
         if ident != "anim-5.2":
             raise OptionError("window_s", f"only anim-5.2 has a counter window; leave it off for {ident}")
-        window_s = _quantity("window_s", window, "time", "give a time such as 15s") if isinstance(window, str) \
-            else float(window)
-        if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
-            raise OptionError("window_s", f"{window!r} is not a counter window; give a time from 1 ms to a day, "
-                                          "e.g. 15s")
-        options["window_s"] = window_s
+        options["window_s"] = _window(window)
     return build(ident, lang, scenario, list(sets), **options)
 
 

@@ -53,10 +53,15 @@ def _lines(e: Exception) -> list[str]:
     return str(e).splitlines() or [str(e)]
 
 
-def fail(problem: str | Exception) -> NoReturn:
-    """One line per problem (a ScenarioError lists them all, a line each), then exit code 2."""
+def _say(problem: str | Exception) -> None:
+    """One line per problem (a ScenarioError lists them all, a line each) on stderr."""
     for line in _lines(problem) if isinstance(problem, Exception) else problem.splitlines() or [problem]:
         print(f"stepbudget: error: {line}", file=sys.stderr)
+
+
+def fail(problem: str | Exception) -> NoReturn:
+    """The problems, a line each, then exit code 2."""
+    _say(problem)
     raise typer.Exit(2)
 
 
@@ -74,6 +79,11 @@ def refusing(run: Callable) -> Callable:
 def command(name: str | None = None) -> Callable[[Callable], Callable]:
     """``@app.command``, each refusal of the command's input one line per problem, exit 2."""
     return lambda run: app.command(name)(refusing(run))
+
+
+def _check_runs(runs: list[str] | None) -> None:
+    if runs and not all(r.strip() for r in runs):
+        fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
 
 
 def _profiled(sets: list[str] | None, profile: str | None) -> list[str] | None:
@@ -157,7 +167,7 @@ def memory(scenario: ScenarioArg = DEFAULT_SCENARIO, sets: Sets = None, profile:
     """Memory per GPU: parameters, gradients, optimizer, gathered layers, activations, against HBM."""
     result = api.memory(scenario, sets=_profiled(sets, profile) or [])
     _show(as_json, result)
-    if check and not result.to_dict()["fits"]:
+    if check and not bool(result.value.fits):
         raise typer.Exit(1)
 
 
@@ -207,7 +217,7 @@ def scale(
         curve = api.scale(sc, gpus or None, weak=weak, research=research, progress=bar)
     if plot is not None:
 
-        _save(scale_figure, curve.value, plot)
+        scale_figure(curve.value, plot)
     _show(as_json, curve, [plot])
 
 
@@ -241,15 +251,14 @@ def validate(
     from stepbudget.views.validation import figure_5_5
 
     _check_plot(plot)
-    if runs and not all(r.strip() for r in runs):
-        fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
+    _check_runs(runs)
     if explain is not None:
         _show(as_json, api.explain(explain, runs or None, profile=profile))
         return
     with _progress(not as_json, "predicting", "runs") as bar:
         result = api.validate(runs or None, profile=profile, strict=strict, progress=bar)
     if plot is not None:
-        _save(figure_5_5, result.value, plot, profile)  # with a profile, the calibrated predictions
+        figure_5_5(result.value, plot, profile)  # with a profile, the calibrated predictions
     _show(as_json, result, [plot])
 
 
@@ -271,8 +280,7 @@ def calibrate(
     """Fit a calibration profile to measured runs; report in-sample and leave-one-source-out error."""
     if out is None or not Path(out).is_dir():  # a folder takes one GROUP.yaml per group
         _check_out(out, (".yaml", ".yml"), "--out")
-    if runs and not all(r.strip() for r in runs):
-        fail("--runs: an empty path; give a runs file, or leave --runs out for the shipped one")
+    _check_runs(runs)
     command = " ".join(["stepbudget calibrate", *(f"--runs {r}" for r in runs or []), f"--params {params}",
                         f"--group-by {group_by}", *([f"--out {out}"] if out else [])])
     with _progress(not as_json, "fitting", "steps") as bar:
@@ -327,9 +335,9 @@ def simulate(
                               replicas=replicas or None, seed=seed, full=full, progress=bar, workers=workers,
                               scheduler=scheduler)
     if trace is not None:
-        _save(write_trace, result.value, trace)
+        write_trace(result.value, trace)
     if plot is not None:
-        _save(step_figure, result.value, plot)
+        step_figure(result.value, plot)
     _show(as_json, result, [trace, plot])
 
 
@@ -352,7 +360,7 @@ def wire(
     w = api.nic(scenario, sets=_profiled(sets, profile) or [], steps=steps, window_s=window, converging=converging,
                 switch_buffer_bytes=switch_buffer)
     if plot is not None:
-        _save(wire_figure, w.value, plot)
+        wire_figure(w.value, plot)
     _show(as_json, w, [plot])
 
 
@@ -380,7 +388,7 @@ def moe(
         report = api.moe(sc, skew=skew, servers=servers, gpus_per_server=gpus_per_server, matrix=matrix, seed=seed,
                          progress=bar)
     if plot is not None:
-        _save(heatmap, report.value, plot)
+        heatmap(report.value, plot)
     _show(as_json, report, [plot])
 
 
@@ -468,7 +476,7 @@ def sweep_report(
     if plot is not None:
         from stepbudget.views.sweep import write_report_figure
 
-        _save(write_report_figure, result.value, plot)
+        write_report_figure(result.value, plot)
     _show(as_json, result, [plot])
 
 
@@ -503,7 +511,7 @@ def figure(
         fail("--out: give the file to write, e.g. --out fig.html (interactive), fig.png or fig.svg")
     _check_out(out, FORMATS, "--out")
     drawn = api.figure(ident, scenario, sets=_profiled(sets, profile) or [], lang=lang, window=window)
-    _save(write, drawn, out)
+    write(drawn, out)
     console.print(f"wrote {out}")
 
 
@@ -545,11 +553,6 @@ def _check_plot(path: str | None) -> None:
     from stepbudget.views.figures import FORMATS
 
     _check_out(path, FORMATS, "--plot")
-
-
-def _save(write: Callable[..., None], *args) -> None:
-    """Write a file the command was asked for (a path that cannot be written is a ScenarioError: one line, exit 2)."""
-    write(*args)
 
 
 WRITERS = {".html": ("plotly", "plot"), ".png": ("kaleido", "plot"), ".svg": ("kaleido", "plot"),
@@ -638,9 +641,8 @@ def _dispatch() -> object:
     """Run the command line; a usage or input error is one line and exit 2."""
     try:
         return app(standalone_mode=False)
-    except (ScenarioError, UnitError) as e:  # the library refused an input: each problem names its field or flag
-        for line in _lines(e):
-            print(f"stepbudget: error: {line}", file=sys.stderr)
+    except (ScenarioError, UnitError) as e:  # refused outside a command (each command's own are caught by refusing)
+        _say(e)
         sys.exit(2)
     except Exception as e:
         # Click's usage errors (an unknown option, "--steps abc"): Typer vendors Click from 0.2x on,

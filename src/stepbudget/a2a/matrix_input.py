@@ -29,6 +29,9 @@ The whole `moe` report, measured on 2 cores (DeepSeek-V3, one expert per GPU pas
 2 s, 64 x 8 5-6 s, 128 x 8 24 s, uniform or zipf:0.8; the plain all-to-all's dense path (sim/flows.py) is most
 of it, its flows growing as GPUs^2 and its re-sharings with them."""
 
+GROUP = "servers x gpus_per_server"
+"""The option an EP group's problems name (the API's keywords; the CLI's --servers x --gpus-per-server)."""
+
 MAX_GPUS_WITHOUT_NUMBA = 64
 """Most GPUs one all-to-all is timed for where numba (the `fast` extra) is missing, a group or a given matrix: the
 plain all-to-all then runs the engine's loop as plain Python, where 8 x 8 GPUs take 3-13 s (uniform to zipf:0.8,
@@ -106,7 +109,7 @@ def _too_many(option: str, what: str, gpus: int) -> OptionError:
 def group_count(name: str, value: object) -> int:
     """``value`` as an int >= 1; a float, a bool or a count below 1 is refused by the group's name."""
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
-        raise OptionError("servers x gpus_per_server", f"{name} is {value!r}; give a whole number >= 1")
+        raise OptionError(GROUP, f"{name} is {value!r}; give a whole number >= 1")
     return int(value)
 
 
@@ -115,7 +118,7 @@ def check_ep_group(servers: object, gpus_per_server: object) -> tuple[int, int]:
     number >= 1, together at least 2 GPUs (an all-to-all) and at most MAX_EP_GPUS."""
     S, G = group_count("servers", servers), group_count("gpus_per_server", gpus_per_server)
     n = S * G
-    option, group = "servers x gpus_per_server", f"{_count_words(S)} x {_count_words(G)} = {_count_words(n)} GPU{'s' * (n > 1)}"
+    option, group = GROUP, f"{_count_words(S)} x {_count_words(G)} = {_count_words(n)} GPU{'s' * (n > 1)}"
     if n < 2:
         raise OptionError(option, f"{group}: an all-to-all needs at least 2 GPUs; give more servers or GPUs per server")
     if n > MAX_EP_GPUS:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepbudget.inputs.errors import OptionError
-from stepbudget.a2a.matrix_input import MAX_EP_GPUS, check_ep_group, checked_matrix, group_count, load_matrix
+from stepbudget.a2a.matrix_input import GROUP, MAX_EP_GPUS, check_ep_group, checked_matrix, group_count, load_matrix
 from stepbudget.a2a.ratio import MoELayerTimes, hiding_ratio, moe_layer_times
 from stepbudget.a2a.routing import (SkewStats, gpu_traffic_matrix, node_limited_traffic,
                                     pair_skew_matrix, server_matrix, skew_stats)
@@ -137,7 +137,7 @@ def layer_inputs(sc: Scenario) -> LayerInputs:
 def _check_split(moe: MoE, S: int, G: int) -> None:
     """Refuse a group the experts do not split over evenly (round-robin placement, as the budget assumes)."""
     if moe.num_experts % (S * G):
-        raise OptionError("servers x gpus_per_server", f"{moe.num_experts} experts do not split over "
+        raise OptionError(GROUP, f"{moe.num_experts} experts do not split over "
                             f"{S} x {G} = {S * G} GPUs; use a GPU count that divides {moe.num_experts}")
 
 
@@ -145,7 +145,7 @@ def _check_node_limit(moe: MoE, S: int, G: int) -> None:
     """Refuse a group whose servers hold too few experts for a token's top_k under the node limit."""
     per_server, reach = moe.num_experts // S, min(moe.node_limit or S, S)  # round-robin: E / S experts a server
     if reach * per_server < moe.top_k:
-        raise OptionError("servers x gpus_per_server", f"{S} x {G} GPUs hold {per_server} expert"
+        raise OptionError(GROUP, f"{S} x {G} GPUs hold {per_server} expert"
                             f"{'s' * (per_server != 1)} a server, so a token's top_k = {moe.top_k} experts do not "
                             f"fit on the {reach} servers model.moe.node_limit lets it reach; put more GPUs in each "
                             "server or raise model.moe.node_limit")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepbudget.sim.engine import _TIME_RTOL
 from stepbudget.sim.flows import matrix_end_times
 
 from .routing import check_traffic_matrix, server_matrix
@@ -96,7 +97,7 @@ elapsed time end together. It ends a batch at its first flow's due time, not at 
 one-sided and twice a fluid's at the same tolerance: half of the fluid reference's 0.1 % keeps the plain time within
 0.1 % of it (tests/oracles/alltoall.py; measured within 5e-4 on 8 x 8 and 16 x 8 uniform, Zipf and pair-skewed
 loads; at 1e-3 it was 1.5e-3 off)."""
-_EXACT_RTOL = 1e-12
+_EXACT_RTOL = _TIME_RTOL
 """Below _GROUP_MIN_FLOWS flows the engine ends together only the flows due at the same instant (its default)."""
 
 Finisher = Callable[[np.ndarray, float, int, int], float]

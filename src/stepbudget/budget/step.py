@@ -196,12 +196,18 @@ def estimate(plan: Plan) -> Budget:
     return _within_step_rate(plan) if plan.rate_scope == RateScope.STEP else _kernel_budget(plan)
 
 
-def _kernel_budget(plan: Plan) -> Budget:
+def _exchanged(plan: Plan) -> tuple[list[Exchange], np.ndarray, list[np.ndarray], np.ndarray]:
+    """The plan's exchanges, its compute time, and what of each exchange stays exposed and what hides: exchanges
+    hide behind the micro-batches' compute, not behind the optimizer step that waits for them."""
     xs = exchanges(plan)
     comp = _compute_s(plan)
-    # exchanges hide behind the micro-batches' compute, not behind the optimizer step that waits for them
+    exposed, hidden = _exposed(plan, xs, comp - plan.optimizer_s)
+    return xs, comp, exposed, hidden
+
+
+def _kernel_budget(plan: Plan) -> Budget:
+    xs, comp, exposed, hidden = _exchanged(plan)
     passes_s = comp - plan.optimizer_s
-    exposed, hidden = _exposed(plan, xs, passes_s)
     # the bubble idles a stage for (p-1)/(v m) of everything on its micro-batches' critical path:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
     per_microbatch = passes_s + sum(e for x, e in zip(xs, exposed) if x.critical)
@@ -235,9 +241,7 @@ def _within_step_rate(plan: Plan) -> Budget:
 def _measured_step_s(plan: Plan) -> float:
     """The step a whole-step rate measures on the plan's own job: every FLOP at that rate, plus the DP exchange
     left exposed at the step's edges, which no rate averaged over the step's compute holds."""
-    xs = exchanges(plan)
-    comp = _compute_s(plan)
-    exposed, _ = _exposed(plan, xs, comp - plan.optimizer_s)
+    xs, comp, exposed, _ = _exchanged(plan)
     return float(comp + sum(e for x, e in zip(xs, exposed) if x.dim == Axis.DP))
 
 

@@ -107,15 +107,6 @@ def _forget(stated_at: dict[str, str], path: Path, keep: tuple[str, ...] = ()) -
         del stated_at[name]
 
 
-def _note(stated_at: dict[str, str], path: Path, value: Any, where: str) -> None:
-    """Record ``where`` for every value ``value`` states at ``path``."""
-    if isinstance(value, Mapping) and value:
-        for key, inner in value.items():
-            _note(stated_at, (*path, str(key)), inner, where)
-    else:
-        stated_at[dotted(path)] = where
-
-
 def _assign(data: dict, stated_at: dict[str, str], path: Path, value: Any, where: str) -> None:
     if path in NAMED_SECTIONS and isinstance(value, str):
         path = (*path, CATALOG_KEY)  # model: NAME is model: {catalog: NAME}
@@ -139,7 +130,8 @@ def _assign(data: dict, stated_at: dict[str, str], path: Path, value: Any, where
     else:
         node[name] = copy.deepcopy(value)
         _forget(stated_at, path)
-    _note(stated_at, path, value, where)
+    for leaf in _leaves(value, path):  # where each value it states came from
+        stated_at[leaf] = where
 
 
 # ---- completion ----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ A scenario with ``rate_scope: step`` carries a rate measured over whole steps of
 400 TFLOP/s); the budget runs any job at the kernel rate that reproduces the step of the job the rate was
 measured on (budget/step.py ``kernel_rate``, ``Scenario.rate_basis``). A search or a scaling curve compares
 layouts, so it needs that kernel rate as a kernel-scope scenario; the measured job itself may be shown as
-measured. ``carried`` is that rule; ``kernel_view`` the measured job's budget split at the kernel rate.
+measured. ``carried`` is that rule.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from stepbudget.inputs.complete import CATALOG_KEY as CATALOG  # names a catalog row; completion fills its fields
 from stepbudget.inputs.hardware import gpu_node
 from stepbudget.inputs.layout import stated_rank_layers
 from stepbudget.validation.runs import FSDP_FIELDS, REQUIRED, overlap_dims
@@ -28,8 +29,6 @@ MODEL_FIELDS = {**SHAPE_FIELDS, "kv_heads": "num_kv_heads", "head_dim": "head_di
                 "tied_embeddings": "tied_embeddings", "position_embedding": "positions"}
 """Every model field a run may state -> the scenario's model field it sets: what the run states wins over the row."""
 
-CATALOG = "catalog"
-"""The key that names a catalog row in a scenario's model section (inputs/complete.py fills the row's fields)."""
 
 
 # -- what every prediction needs, and the catalog row a model's name finds -------------------------------------
@@ -59,20 +58,25 @@ def catalog_model(r: StatedRun, sc: dict, notes: list[str]) -> None:
         notes.append(f"model fields the run leaves unstated from the catalog row {row.key}: {', '.join(filled)}")
 
 
+def _named_row(sc: dict):
+    """The catalog row the scenario's model section names, else None."""
+    model = sc.get("model", {})
+    return catalog_row(model[CATALOG]) if model.get(CATALOG) else None
+
+
 def _row_field(sc: dict, field: str) -> Any:
     """The model ``field`` as the scenario will have it: set by a rule, else the catalog row's (which completion
     fills in, inputs/complete.py), else None."""
     model = sc.get("model", {})
     if field in model:
         return model[field]
-    row = catalog_row(model[CATALOG]) if model.get(CATALOG) else None
+    row = _named_row(sc)
     return row.model.get(field) if row else None
 
 
 def _from_row(sc: dict, field: str) -> bool:
     """Whether the catalog row the model names gives ``field`` (rules leave it for completion to fill)."""
-    model = sc.get("model", {})
-    row = catalog_row(model[CATALOG]) if model.get(CATALOG) else None
+    row = _named_row(sc)
     return row is not None and field in row.model
 
 
@@ -280,12 +284,6 @@ SPLIT_NAMES = {"embedding_in_pipeline_split": "account_for_embedding_in_pipeline
 ``--account-for-embedding-in-pipeline-split``, ``--account-for-loss-in-pipeline-split``); a run may use either."""
 
 
-def _pipeline_slots(lay: dict) -> tuple[bool, bool]:
-    """Whether the run counts the embedding and the loss as a layer slot each (either name)."""
-    return tuple(flag_of(lay[name] if lay.get(name) is not None else lay.get(megatron))  # type: ignore[return-value]
-                 for name, megatron in SPLIT_NAMES.items())
-
-
 def pipeline_split(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
     said = False
@@ -369,10 +367,15 @@ def compiled(r: StatedRun, sc: dict, notes: list[str]) -> None:
         sc.setdefault("layout", {})["compiled"] = True  # Inductor's partitioner recomputes pointwise results
 
 
+def _zero_text(lay: dict) -> str:
+    """What the run says of its ZeRO stage and DP type, as one text."""
+    return (text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))).strip()
+
+
 def stated_dp_kind(lay: dict) -> str | None:
     """The DP sharding a run's ``zero_stage``/``dp_type`` text names (``DP_KINDS``), else FSDP where it states
     JAX-style FSDP degrees, else None."""
-    zero = (text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))).strip()
+    zero = _zero_text(lay)
     kind = next((k for pattern, k in DP_KINDS if re.search(pattern, zero)), None)
     if kind is None and any(lay.get(name) is not None for name in FSDP_FIELDS):
         kind = "fsdp"
@@ -381,7 +384,7 @@ def stated_dp_kind(lay: dict) -> str | None:
 
 def dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
-    zero = (text_of(lay.get("zero_stage")) + " " + text_of(lay.get("dp_type"))).strip()
+    zero = _zero_text(lay)
     kind = stated_dp_kind(lay)
     if kind is None:
         family = r.family

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stepbudget.inputs.complete import CATALOG_KEY
 from stepbudget.inputs import catalog
 from stepbudget.inputs.hardware import named_gpu
 from stepbudget.units import parse
@@ -208,7 +209,7 @@ def stated_memory(gpu: str, hw: dict, notes: list[str]) -> str | dict:
     if not changed:
         return gpu
     notes.append(f"HBM as the run states: {', '.join(changed.values())}")
-    return {"catalog": gpu, **changed, "name": f"{spec['name']} ({', '.join(changed.values())} as the run states)"}
+    return {CATALOG_KEY: gpu, **changed, "name": f"{spec['name']} ({', '.join(changed.values())} as the run states)"}
 
 
 _BEST_ATTENTION = r"flash.?(?:attn|attention)\W{0,3}(?:v|version|==|-)?\s*3(?![0-9])|\bfa-?3\b|cudnn"
