@@ -194,6 +194,10 @@ class SweepReportResult(Result):
     """``sweep-report``: a sweep's points, best layout each, and its Pareto front."""
 
 
+class ImportResult(Result):
+    """``import``: the scenario a job's config files make, each field with the file and key it came from."""
+
+
 def _ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 1e3:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
@@ -579,6 +583,38 @@ def parse_straggler(text: str) -> tuple[float, float]:
         return float(chance), float(slowdown or 1.5)
     except ValueError:
         raise OptionError("straggler", f"{text!r} is not P or PxSLOWDOWN, e.g. 0.01x1.5") from None
+
+
+def import_configs(files: Sequence[str | os.PathLike], *, cluster: str | None = None, sets: Sequence[str] = (),
+                   out: str | os.PathLike | None = None) -> ImportResult:
+    """``import``: the job that the config files (a Hugging Face config.json, a Megatron-LM launch script, a NeMo,
+    torchtitan, MaxText, DeepSpeed or GPT-NeoX config) state together, on ``cluster`` (a GPU name, or a preset's or
+    scenario file's cluster), with ``sets`` laid over; written to ``out`` as a scenario file when given. Files that
+    contradict each other, keys stated badly and a job the files leave incomplete are refused, one line each."""
+    from stepbudget.inputs.files import atomic_write
+    from stepbudget.inputs.importers.merge import merge, read_files
+    from stepbudget.inputs.scenario import build_stated, cluster_statement
+    from stepbudget.views.imported import import_dict, import_lines, scenario_text
+
+    if not files:
+        raise OptionError("files", "give at least one config file")
+    if out is not None:
+        check_output(os.fspath(out), (".yaml", ".yml"), "out")
+    merged = merge(read_files(files, "files"), cluster_statement(cluster) if cluster else None)
+    if merged.problems:
+        raise ScenarioError("\n".join(merged.problems))
+    stated = merged.stated.assign(parse_sets(sets), "--set") if sets else merged.stated
+    sc = build_stated(stated)
+    text = scenario_text(stated, merged.files)
+    if out is not None:
+        atomic_write(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), "out")
+
+    def document() -> dict:
+        return {**import_dict(stated, sc, merged.files, text), "written": None if out is None else os.fspath(out)}
+
+    return ImportResult(sc, document, lambda: import_lines(text, sc, merged.files),
+                        lambda d: [{"field": k, "where": v} for k, v in d["stated"].items()],
+                        lambda d: f"{len(d['stated'])} fields from {len(d['files'])} files")
 
 
 def presets() -> list[tuple[str, str]]:

@@ -23,7 +23,9 @@ console = _probe if _probe.is_terminal else Console(width=150)  # pipes get full
 
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: section.field=value (repeatable).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
-ScenarioArg = Annotated[str, typer.Argument(help="Preset name or path to a YAML/TOML scenario.")]
+ScenarioArg = Annotated[str, typer.Argument(help=(
+    "Preset name, path to a YAML/TOML scenario, or a job's config files joined by + "
+    "(config.json+pretrain_gpt.sh+h100-sxm; see stepbudget import)."))]
 ProfileOpt = Annotated[Optional[str], typer.Option(
     "--profile", help="Calibration profile: none, a shipped name (stepbudget profiles) or a file calibrate wrote.")]
 WorkersOpt = Annotated[Optional[int], typer.Option(
@@ -42,7 +44,7 @@ FLAGS = {"tokens": "--tokens", "group_by": "--group-by", "params": "--params", "
          "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas", "vary": "--vary",
          "variants": "--vary", "chapter": "--chapter", "converging": "--converging",
          "switch_buffer_bytes": "--switch-buffer", "lang": "--lang", "ident": "ID",
-         "override": "--set"}
+         "override": "--set", "files": "FILE", "cluster": "--cluster"}
 """The library's name of each option (``OptionError.option``, the API's keyword) and the flag that gives it here."""
 
 
@@ -390,6 +392,24 @@ def moe(
     if plot is not None:
         heatmap(report.value, plot)
     _show(as_json, report, [plot])
+
+
+@command("import")
+def import_(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help=(
+        "Config files of one job: a Hugging Face config.json, a Megatron-LM launch script or args file, a NeMo 1 "
+        "YAML, a NeMo 2 or Megatron-Bridge recipe (.py), a torchtitan TOML, a MaxText YAML, a DeepSpeed JSON, a "
+        "GPT-NeoX YAML."))],
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", help="The GPUs it runs on: a GPU name (h100-sxm), or a preset or scenario file's cluster.")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Write the scenario to FILE.yaml.")] = None,
+    sets: Sets = None,
+    as_json: AsJson = False,
+) -> None:
+    """Make a scenario from the config files you have, each field with the file and key it came from; the framework
+    they name fills the rest with its documented defaults, each with its source line."""
+    result = api.import_configs(files, cluster=cluster, sets=sets or [], out=out)
+    _show(as_json, result, [out])
 
 
 @command()

@@ -148,13 +148,16 @@ class RateScope(StrEnum):
 
 class Origin(StrEnum):
     """Where a resolved scenario field's value came from, in the order completion tries them
-    (inputs/complete.py): what the job states, the model catalog's row, the GPU's hardware row, the tool's
-    default. A stated field always wins; a later origin only fills what the earlier ones leave unset."""
+    (inputs/complete.py): what the job states, the model catalog's row, its framework's recipe, the GPU's
+    hardware row, the tool's default. A stated field always wins; a later origin only fills what the earlier ones leave unset."""
 
     STATED = "stated"
     """Written in the preset, the scenario file, a base it names, a ``--set`` or a typed edit."""
     CATALOG = "model catalog"
     """From the row of the model catalog the job names (inputs/catalog.yaml)."""
+    FRAMEWORK = "framework recipe"
+    """From the recipe of the framework the job names (inputs/frameworks/NAME.yaml): its documented default,
+    with the file and line that set it."""
     HARDWARE = "hardware"
     """From the row of the GPU the job names (inputs/gpus.yaml): its datasheet and its node's links."""
     DEFAULT = "tool default"

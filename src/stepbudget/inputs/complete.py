@@ -1,6 +1,6 @@
 """Completion: what a job states, filled in one fixed order, every field keeping where its value came from.
 
-    stated  ->  model catalog row  ->  hardware row  ->  tool default
+    stated  ->  model catalog row  ->  framework recipe  ->  hardware row  ->  tool default
 
 1. **Stated.** What the preset or scenario file writes (the files its ``base:`` names first), then each ``--set``
    or typed edit, in order (``Stated.over``, ``Stated.assign``). A stated value always wins.
@@ -8,14 +8,15 @@
    unstated from the catalog row NAME finds (inputs/catalog.py): activation, FFN width, KV heads, vocabulary, tied
    embeddings, positions, the MoE and MLA blocks (a stated ``moe: null`` drops the row's). A row's context length
    is not a training sequence length: ``model.seq_len`` is the job's to state.
-3. **Hardware.** ``cluster.gpu: NAME`` takes the GPU row's datasheet figures (inputs/gpus.yaml), and the node
+3. **Framework recipe.** ``framework: NAME`` takes, for every field the job leaves unstated, the documented
+   default of that framework at the recipe's version (inputs/recipes.py, inputs/frameworks/NAME.yaml): which
+   exchanges overlap, the gradient precision, the optimizer sharding, the default recompute, with the source line.
+4. **Hardware.** ``cluster.gpu: NAME`` takes the GPU row's datasheet figures (inputs/gpus.yaml), and the node
    that GPU ships in fills the node size, NVLink rate and NICs the job leaves unstated. A job on one node needs no
    NIC: an unstated one there is a placeholder no exchange uses.
-4. **Tool default.** Every field still unset takes its documented default (the field docstrings of
+5. **Tool default.** Every field still unset takes its documented default (the field docstrings of
    inputs/model.py, hardware.py and layout.py). One default depends on the job: a job with expert
    parallelism that states no rank order takes Megatron-Core's, which keeps EP inside the node where it fits.
-
-The framework recipes of the issue "Start from the config you have" go between 2 and 3.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepbudget.enums import Origin
-from stepbudget.inputs import catalog
+from stepbudget.inputs import catalog, recipes
 from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.hardware import gpu_node, gpu_presets, named_gpu
 
@@ -80,6 +81,13 @@ class Stated:
         """These statements with the mapping ``data`` laid over them, field by field: a mapping over a section
         merges into it, anything else replaces; a row name (``model: NAME``) replaces the section it names."""
         return self.assign(_assignments(data), where)
+
+    def then(self, other: "Stated") -> "Stated":
+        """These statements with ``other``'s laid over them, each value keeping where ``other`` says it was stated."""
+        out = self
+        for path, value in _assignments(other.data):
+            out = out.assign([(path, value)], other.where.get(dotted(path), "given"))
+        return out
 
     def assign(self, pairs: Iterable[tuple[Path, Any]], where: str) -> "Stated":
         """These statements with each ``(path, value)`` set in order; a mapping value replaces the section whole."""
@@ -153,8 +161,10 @@ def complete(stated: Stated) -> Completed:
     sources = {name: Source(Origin.STATED, where) for name, where in stated.where.items()}
     problems: list[str] = []
     _model_row(data, sources, problems)
+    _framework_recipe(data, sources, problems)
     _hardware_row(data, sources, problems)
     _expert_order(data, sources)
+    _data_parallel(data, sources)
     return Completed(data, sources, problems)
 
 
@@ -172,6 +182,27 @@ def _expert_order(data: dict, sources: dict[str, Source]) -> None:
         layout["order"] = list(EXPERT_ORDER)
         sources["layout.order"] = Source(Origin.DEFAULT, "Megatron-Core's order for expert parallelism, "
                                                          "parallel_state.py order='tp-cp-ep-dp-pp'")
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _data_parallel(data: dict, sources: dict[str, Source]) -> None:
+    """An unstated DP degree is the GPUs the other degrees leave, where they divide them: what Megatron-LM
+    (``data_parallel_size = world_size // (tp * pp * cp)``, parallel_state.py) and torchtitan (``dp_shard = -1``)
+    do. Where they do not divide, DP stays unset and the GPU-count check names the mismatch."""
+    layout, cluster = data.get("layout"), data.get("cluster")
+    if not isinstance(layout, dict) or not isinstance(cluster, dict) or "dp" in layout:
+        return
+    gpus = _count(cluster.get("gpus"))
+    degrees = [_count(layout.get(axis, 1)) for axis in ("tp", "cp", "pp")]
+    if gpus is None or None in degrees:
+        return
+    other = degrees[0] * degrees[1] * degrees[2]  # type: ignore[operator]
+    if gpus % other == 0:
+        layout["dp"] = gpus // other
+        sources["layout.dp"] = Source(Origin.DEFAULT, "the GPUs the other degrees leave: cluster.gpus / (tp*cp*pp)")
 
 
 def _fill(target: dict, row: Mapping[str, Any], path: Path, source: Source, sources: dict[str, Source]) -> None:
@@ -223,6 +254,25 @@ def _model_row(data: dict, sources: dict[str, Source], problems: list[str]) -> N
     row = entry.model
     row.pop("seq_len", None)  # a row's context is not the length the job trains at (this module's docstring)
     _fill(model, row, ("model",), Source(Origin.CATALOG, entry.key), sources)
+
+
+def _framework_recipe(data: dict, sources: dict[str, Source], problems: list[str]) -> None:
+    key = data.get("framework")
+    if key is None:
+        return
+    try:
+        recipe = recipes.recipe(key)
+    except ScenarioError as e:
+        problems.append(str(e))
+        return
+    for default in recipe.defaults:
+        *sections, name = default.field.split(".")
+        node = data
+        for section in sections:
+            node = node.setdefault(section, {}) if isinstance(node, dict) else None
+        if isinstance(node, dict) and name not in node:
+            node[name] = copy.deepcopy(default.value)
+            sources[default.field] = Source(Origin.FRAMEWORK, recipe.where(default))
 
 
 def _hardware_row(data: dict, sources: dict[str, Source], problems: list[str]) -> None:

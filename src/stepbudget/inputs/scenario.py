@@ -21,7 +21,8 @@ from stepbudget.inputs.complete import Source, Stated, complete, provenance
 from stepbudget.inputs.documents import LimitError, plain, read_document, read_yaml
 from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.files import read_text
-from stepbudget.inputs.hardware import Cluster
+from stepbudget.inputs.hardware import Cluster, gpu_presets, named_gpu
+from stepbudget.inputs.importers.merge import merge, read_files
 from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
                                       stated_rank_layers)
 from stepbudget.inputs.model import Model
@@ -38,6 +39,10 @@ class Scenario(Frozen):
     """One line on what the job is (`stepbudget presets` prints it)."""
     source: str = ""
     """Where the numbers come from."""
+    framework: str | None = None
+    """The framework the job runs on (a key of inputs/frameworks: megatron-lm, nemo, nemo2, megatron-bridge,
+    torchtitan, maxtext, deepspeed, gpt-neox): its documented defaults fill what the job leaves unstated. null:
+    the tool's defaults."""
     model: Model
     cluster: Cluster
     layout: Layout
@@ -380,34 +385,98 @@ MAX_BASE_DEPTH = 32
 """Longest chain of scenario files each naming the next as its base."""
 
 
+JOIN = "+"
+"""Joins the parts of one job given as several references: ``config.json+pretrain_llama.sh+h100-sxm``."""
+SCENARIO_KEYS = frozenset({"base", "name", "description", "source", "framework", "model", "cluster", "layout", "batch",
+                           "precision", "overlap", "flops"})
+"""The top-level keys of a scenario document: a YAML or TOML file with any other key is a framework's config."""
+CONFIG_SUFFIXES = (".yaml", ".yml", ".toml")
+
+
 def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
-    """What the preset name or YAML/TOML path ``ref`` states, the files its ``base:`` names first, each value with
-    the preset or file that states it."""
+    """What the preset name, the YAML/TOML scenario path or the framework config ``ref`` states (the files a
+    scenario's ``base:`` names first), each value with the preset, file or config key that states it. Several
+    references joined by ``+`` make one job: the config files laid together (importers/merge.py), over the presets,
+    scenario files and GPU names among them."""
+    if JOIN in ref and not _exists(ref):
+        return _joined(ref)
     if ref in _seen:
         raise ScenarioError(f"base: presets refer to each other in a loop ({' -> '.join(_seen + (ref,))})")
     if len(_seen) >= MAX_BASE_DEPTH:
         raise ScenarioError(f"base: more than {MAX_BASE_DEPTH} files each based on the next ({_seen[0]} -> ...); "
                             "merge some of them")
     path = Path(ref)
-    if path.suffix in (".yaml", ".yml", ".toml"):
-        if not _exists(ref):
-            raise ScenarioError(f"scenario: file {ref!r} not found; give a preset name ({', '.join(preset_names())}) or a path")
-        data, where = read_document(read_text(ref, "scenario"), path.suffix, ref), f"file {ref}"
-    else:
-        preset = _PRESETS / f"{ref}.yaml"
-        if not preset.is_file():
-            raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} "
-                                "or give a .yaml/.toml path")
+    if ref in preset_names():
         data, where = copy.deepcopy(_preset_data(ref)), f"preset {ref}"
+    elif not _exists(ref):
+        if path.suffix in CONFIG_SUFFIXES:
+            raise ScenarioError(f"scenario: file {ref!r} not found; give a preset name ({', '.join(preset_names())}) "
+                                "or a path")
+        if not path.suffix:
+            raise ScenarioError(f"scenario: unknown preset {ref!r}; choose one of {', '.join(preset_names())} "
+                                "or give a .yaml/.toml path or a framework's config")
+        raise ScenarioError(f"scenario: file {ref!r} not found; check the path")
+    else:
+        if not _is_scenario_file(ref):
+            return _imported([ref])
+        data, where = read_document(read_text(ref, "scenario"), path.suffix, ref), f"file {ref}"
     plain(data)
     base = data.pop("base", None) if isinstance(data, dict) else None
     if base is None:
         return Stated.of(data, where)
     base = str(base)
     beside = path.parent / base  # a base file is found beside the file that names it, as an include is
-    if path.suffix in (".yaml", ".yml", ".toml") and not Path(base).is_absolute() and _exists(str(beside)):
+    if path.suffix in CONFIG_SUFFIXES and not Path(base).is_absolute() and _exists(str(beside)):
         base = str(beside)
     return stated_scenario(base, _seen + (ref,)).over(data, where)
+
+
+def _imported(paths: Sequence[str], under: Stated | None = None) -> Stated:
+    """The job the config files at ``paths`` state together, over ``under``; a ScenarioError lists every
+    contradiction and every key a file states badly."""
+    merged = merge(read_files(paths), under)
+    if merged.problems:
+        raise ScenarioError("\n".join(merged.problems))
+    return merged.stated
+
+
+def _joined(ref: str) -> Stated:
+    """``a+b+c``: the GPU names and the presets or scenario files among the parts, laid in order, under the config
+    files among them, merged."""
+    parts = [p.strip() for p in ref.split(JOIN)]
+    if "" in parts:
+        raise ScenarioError(f"scenario: {ref[:80]!r} has an empty part; join presets, files and GPU names with +")
+    under, configs = Stated(), []
+    for part in parts:
+        if named_gpu(part) is not None and not _exists(part):
+            under = under.assign([(("cluster", "gpu"), part)], f"GPU {part} named with the configs")
+        elif part in preset_names() or _is_scenario_file(part):
+            under = under.then(stated_scenario(part))
+        else:
+            configs.append(part)
+    return _imported(configs, under) if configs else under
+
+
+def cluster_statement(ref: str) -> Stated:
+    """The cluster ``import --cluster`` names: a GPU row (the node it ships in fills the links), or the cluster
+    section of a preset or scenario file; an OptionError naming ``cluster`` otherwise."""
+    if named_gpu(ref) is not None and not _exists(ref):
+        return Stated().assign([(("cluster", "gpu"), ref)], "--cluster")
+    if ref in preset_names() or _is_scenario_file(ref):
+        whole = stated_scenario(ref)
+        if isinstance(whole.data.get("cluster"), dict):
+            where = {k: w for k, w in whole.where.items() if k.startswith("cluster.")}
+            return Stated({"cluster": copy.deepcopy(whole.data["cluster"])}, where)
+    raise OptionError("cluster", f"{ref[:80]!r} is no GPU ({', '.join(gpu_presets())}), preset or scenario file with "
+                                 "a cluster section; give one of them")
+
+
+def _is_scenario_file(ref: str) -> bool:
+    """Whether ``ref`` is a YAML/TOML file of scenario keys (a framework's YAML has keys of its own)."""
+    if Path(ref).suffix not in CONFIG_SUFFIXES or not _exists(ref):
+        return False
+    data = read_document(read_text(ref, "scenario"), Path(ref).suffix, ref)
+    return set(data) <= SCENARIO_KEYS
 
 
 def raw_scenario(ref: str) -> dict[str, Any]:
@@ -477,7 +546,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return dict(Stated.of(data, "given").assign(parse_sets(overrides), "--set").data)
 
 
-_SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flops", "scenario")
+_SECTIONS = ("model", "cluster", "layout", "batch", "precision", "overlap", "flops", "scenario", "framework")
 
 
 _UNION_BRANCHES = ("float", "int", "str", "bool")
@@ -555,5 +624,12 @@ def _preset(ref: str) -> Scenario:
 
 def load(ref: str = DEFAULT_SCENARIO, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Load a preset or file, apply ``--set`` overrides (parsed once, here, into typed edits), validate."""
-    base = _preset(ref) if ref in preset_names() else build_stated(stated_scenario(ref))
-    return base.assign(parse_sets(overrides)) if overrides else base
+    if ref in preset_names() or not overrides:
+        base = _preset(ref) if ref in preset_names() else build_stated(stated_scenario(ref))
+        return base.assign(parse_sets(overrides)) if overrides else base
+    stated, pairs = stated_scenario(ref), parse_sets(overrides)
+    try:
+        base = build_stated(stated)
+    except ScenarioError:  # a job its files leave incomplete or inconsistent, which the --set completes
+        return build_stated(stated.assign(pairs, "--set"))
+    return base.assign(pairs)

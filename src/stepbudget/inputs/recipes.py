@@ -1,0 +1,117 @@
+"""Framework recipes: the documented defaults of one training framework, at one named version, that change a step.
+
+A job that names its framework (``framework: megatron-lm``, or a runs file's ``layout.framework`` text that a
+recipe's ``matches`` finds) takes, for every field it leaves unstated, the recipe's value: Megatron-LM's
+argparse leaves every overlap off, NeMo 2's recipes switch them on. Each value carries the file and line of the
+framework's repository at the recipe's version that sets it, and ``stepbudget show`` prints it beside the field.
+The recipes are data: ``inputs/frameworks/KEY.yaml``, one per framework.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from stepbudget.enums import Origin
+from stepbudget.inputs.documents import read_yaml
+from stepbudget.inputs.errors import ScenarioError
+
+ORDER = ("megatron-bridge", "nemo2", "nemo", "gpt-neox", "deepspeed", "megatron-lm", "torchtitan", "maxtext")
+"""The recipes, in the order their ``matches`` are tried on a run's framework text: the stacks built on another
+first (a NeMo 2 run's text names Megatron-Core too; Megatron-DeepSpeed runs DeepSpeed's engine)."""
+
+FIELDS = frozenset({
+    "overlap.tp", "overlap.cp", "overlap.dp", "overlap.pp", "overlap.ep", "overlap.ep_paired",
+    "layout.dp_kind", "layout.reshard_after_forward", "layout.dp_bucket_params", "layout.sequence_parallel",
+    "layout.recompute", "layout.attention_kernel", "layout.micro_batch", "layout.compiled", "layout.cp_kind",
+    "layout.embedding_in_pipeline_split", "layout.loss_in_pipeline_split", "layout.order",
+    "precision.grads", "precision.grad_buffer", "precision.params",
+})
+"""The fields a recipe may fill: how the framework runs a job, never the job's model, size or batch."""
+
+
+@dataclass(frozen=True)
+class Default:
+    """One documented default: the scenario field, its value there, and the framework's own words for it."""
+
+    field: str
+    value: Any
+    native: str
+    """The framework's own name and value, as its source writes it: ``overlap_grad_reduce: bool = False``."""
+    source: str
+    """``path:line`` in the framework's repository at the recipe's version."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    key: str
+    name: str
+    repository: str
+    version: str
+    commit: str
+    matches: str
+    description: str
+    defaults: tuple[Default, ...]
+
+    def where(self, default: Default) -> str:
+        """Where one default comes from, as ``show`` prints it."""
+        return f"{self.name} {self.version}, {default.source}: {default.native}"
+
+
+def _recipe(key: str, data: Any) -> Recipe:
+    """A recipe file's mapping, checked: a recipe is package data, so a bad one is a bug named by its file."""
+    where = f"inputs/frameworks/{key}.yaml"
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: expected a mapping")
+    heads = ("name", "repository", "version", "commit", "matches", "description")
+    missing = [h for h in (*heads, "defaults") if h not in data]
+    if missing:
+        raise ScenarioError(f"{where}: missing {', '.join(missing)}")
+    defaults = []
+    for i, row in enumerate(data["defaults"]):
+        if not isinstance(row, dict) or set(row) != {"field", "value", "native", "source"}:
+            raise ScenarioError(f"{where}: defaults[{i}] needs exactly field, value, native and source")
+        if row["field"] not in FIELDS:
+            raise ScenarioError(f"{where}: defaults[{i}]: {row['field']!r} is not a field a recipe may fill")
+        defaults.append(Default(row["field"], row["value"], str(row["native"]), str(row["source"])))
+    fields = [d.field for d in defaults]
+    if len(set(fields)) != len(fields):
+        raise ScenarioError(f"{where}: a field is given twice")
+    re.compile(data["matches"])
+    name, repository, version, commit, matches, description = (str(data[h]) for h in heads)
+    return Recipe(key, name, repository, version, commit, matches, description, tuple(defaults))
+
+
+@functools.cache
+def recipes() -> dict[str, Recipe]:
+    """Every shipped recipe by key, in ``ORDER``."""
+    folder = resources.files("stepbudget.inputs") / "frameworks"
+    return {key: _recipe(key, read_yaml((folder / f"{key}.yaml").read_text(encoding="utf-8"))) for key in ORDER}
+
+
+def recipe(key: str) -> Recipe:
+    """The recipe ``key`` names, or a ScenarioError naming the field and the known keys."""
+    found = recipes().get(key.strip().lower()) if isinstance(key, str) else None
+    if found is None:
+        raise ScenarioError(f"framework: unknown framework {str(key)[:60]!r}; use one of {', '.join(ORDER)} "
+                            "(stepbudget show names the defaults each fills)")
+    return found
+
+
+def defaults_taken(key: str | None, sources: Mapping[str, Any]) -> list[Default]:
+    """The defaults of recipe ``key`` that a job took: those of the fields its ``sources`` (dotted field -> Source)
+    say came from the framework's recipe, in the recipe's order."""
+    if key is None:
+        return []
+    taken = {name for name, source in sources.items() if source.origin == Origin.FRAMEWORK}
+    return [d for d in recipe(key).defaults if d.field in taken]
+
+
+def recipe_for(text: str) -> Recipe | None:
+    """The recipe a run's framework text names ("NeMo 25.02.01 (NeMo 2 / Megatron-Core)"), or None."""
+    low = text.lower()
+    return next((r for r in recipes().values() if re.search(r.matches, low)), None)
