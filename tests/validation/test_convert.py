@@ -131,7 +131,8 @@ def test_cluster_rules(changes, field, expected):
     ({"layout.zero_stage": "FSDP, not resharded after forward"}, "layout.reshard_after_forward", False),
     ({"layout.order": "TP, CP, PP, DP"}, "layout.order", ("tp", "cp", "pp", "dp")),
     ({"layout.framework": "Megatron-LM"}, "layout.order", ("tp", "cp", "ep", "dp", "pp")),
-    ({"layout.framework": "Megatron-DeepSpeed"}, "layout.order", ("tp", "cp", "pp", "dp")),  # the model's default
+    # DeepSpeed's recipe: PipeModelDataParallelTopology(axes=['pipe', 'data', 'model']), pipe outermost
+    ({"layout.framework": "Megatron-DeepSpeed"}, "layout.order", ("tp", "cp", "dp", "pp")),
     ({"layout.cp": 2, "layout.dp": 4, "layout.framework": "Megatron-Core"}, "layout.cp_kind", "ring"),
     ({"layout.attention_kernel": "FlashAttention-2"}, "layout.attention_kernel", "flash-attention-2"),
 ])
@@ -286,12 +287,18 @@ def test_zero_stage_0_is_no_sharding(zero):
     assert not any(a.startswith("DP sharding") for a in case.assumptions)  # read, not replaced by a default
 
 
-@pytest.mark.parametrize("framework, kind", [("Megatron-LM", "ddp"), ("NeMo 2", "ddp"), ("torchtitan (FSDP2)", "fsdp"),
-                                             ("Megatron-DeepSpeed", "ddp"), ("MaxText", "fsdp"), (None, "zero1")])
-def test_an_unstated_dp_sharding_is_the_frameworks_default_and_said(framework, kind):
+@pytest.mark.parametrize("framework, kind, said", [
+    ("Megatron-LM", "ddp", "layout.dp_kind not stated: ddp (Megatron-LM core_v0.13.0, megatron/training/arguments.py:"),
+    ("NeMo 2", "zero1", "layout.dp_kind not stated: zero1 (NeMo 2 "),  # its recipes' distributed optimizer
+    ("torchtitan (FSDP2)", "fsdp", "layout.dp_kind not stated: fsdp (torchtitan v0.2.2, "),
+    ("Megatron-DeepSpeed", "ddp", "layout.dp_kind not stated: ddp (DeepSpeed v0.6.5, "),
+    ("MaxText", "fsdp", "layout.dp_kind not stated: fsdp (MaxText "),
+    ("llm-foundry (PyTorch FSDP)", "fsdp", "DP sharding not stated: fsdp (PyTorch FSDP's default"),  # no recipe
+    (None, "zero1", "DP sharding not stated: zero1 (")])
+def test_an_unstated_dp_sharding_is_the_frameworks_default_and_said(framework, kind, said):
     case = _case({"layout.framework": framework})
     assert case.scenario.layout.dp_kind == kind
-    assert any(a.startswith(f"DP sharding not stated: {kind} (") for a in case.assumptions)
+    assert any(a.startswith(said) for a in case.assumptions), case.assumptions
 
 
 @pytest.mark.parametrize("changes, dp, kind, replicas", [

@@ -40,22 +40,27 @@ The rules, the same for every run (no per-run constants):
   (``families.py``: Megatron family distributed optimizer, then selective, then full recompute; DeepSpeed ZeRO-1,
   then activation checkpointing; PyTorch FSDP full sharding, then activation checkpointing) until it fits, and
   notes each ("assumed: ...").
-- **Framework.** Megatron-LM and the systems built on it reduce BF16 training's gradients in FP32
-  (Megatron-LM ``arguments.py`` forces it), unless the run's ``layout.grad_reduce`` says BF16 (NeMo's
-  ``distributed_fused_adam`` with ``grad_sync_dtype: bf16``). What each framework overlaps, as its
-  paper states it: MegaScale fuses TP/SP communication into the GEMMs (§3.2); MegaScale-MoE
-  overlaps SP and EP collectives with compute (§4.1-4.2) and exchanges tokens by all-gather and
-  reduce-scatter (§3.2, Fig. 9);
-  Megatron-LM as MegaScale's baseline overlaps none of TP, CP, EP, PP and DP
-  (the baseline of Table 3), unless the run's notes say it used MegaScale's DP/PP overlap. MegaScale's
+- **Framework.** A run whose ``layout.framework`` names a framework with a recipe (``inputs/recipes.py``: Megatron-LM,
+  NeMo 1, NeMo 2, Megatron-Bridge, torchtitan, MaxText, DeepSpeed, GPT-NeoX; the recipe's ``matches`` finds it)
+  names it in its scenario, and every field the run leaves unstated that the recipe holds takes the framework's
+  documented default, listed under the run with its source line: which exchanges overlap, the gradient
+  reduction's precision and buffer, the DP sharding, the rank order, the default recompute. Megatron-LM's argparse
+  overlaps none of TP, CP, EP, PP and DP and reduces BF16 gradients in FP32; NeMo 2's and Megatron-Bridge's
+  performance recipes overlap TP, DP and PP and reduce in BF16. Where a run states its DP sharding or gradient
+  reduction (``layout.grad_reduce``, e.g. NeMo's ``grad_sync_dtype: bf16``), that wins. MegaScale and
+  MegaScale-MoE are stacks of their own on Megatron-LM whose papers state what they change, so no recipe
+  describes them: MegaScale fuses TP/SP communication into the GEMMs (§3.2); MegaScale-MoE overlaps SP and EP
+  collectives with compute (§4.1-4.2) and exchanges tokens by all-gather and reduce-scatter (§3.2, Fig. 9);
+  a Megatron-family run without a recipe overlaps none of TP, CP, EP, PP and DP (the baseline of MegaScale's
+  Table 3), unless the run's notes say it used MegaScale's DP/PP overlap. MegaScale's
   Megatron-LM baseline runs FlashAttention-1 (FlashAttention-2 is one of MegaScale's own operators,
   §3.3), at half FlashAttention-2's rate (Dao 2023: about 2x on A100). MegaScale's own rows use
   its parallel transformer block (§3.1); their sliding-window attention is not modelled (the window
   is not stated). A run may list what its framework overlaps in ``layout.overlap`` (e.g. ``[tp, dp,
   pp]``, from its recipe): listed TP, CP and EP collectives are hidden whole, listed DP and PP in
-  the windows the schedule leaves, unlisted ones not at all; on Megatron-based frameworks a listed
-  EP is hidden by pairing one micro-batch's forward with another's backward (``overlap.ep_paired``).
-  Runs on Megatron-based frameworks that state no rank order take Megatron-Core's
+  the windows the schedule leaves, unlisted ones as the framework's recipe says (none without a recipe); on
+  Megatron-based frameworks a listed EP is hidden by pairing one micro-batch's forward with another's backward
+  (``overlap.ep_paired``). Runs on Megatron-based frameworks that state no rank order take Megatron-Core's
   (``tp-cp-ep-dp-pp``), and their context
   parallelism is Megatron-Core's ring, whose sends hide behind the attention of the block in hand.
   A run whose ``layout.dispatcher`` names DeepEP or HybridEP sends each token over the NIC once per
@@ -71,7 +76,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stepbudget.inputs.scenario import Scenario, ScenarioError, build
+from stepbudget.inputs.recipes import defaults_taken, recipe
+from stepbudget.inputs.scenario import Scenario, ScenarioError, build, flow_yaml
 from stepbudget.validation import rules
 from stepbudget.validation.families import SAVES
 from stepbudget.validation.measured import measured_step, measured_steps, stated_peak
@@ -146,6 +152,7 @@ RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("layout.precision",), rules.gemm_precision),
     (tuple(f"layout.{name}" for name in PRECISION_FIELDS), rules.tensor_precisions),
     (("layout.grad_reduce", "layout.framework"), rules.grad_reduce),
+    (("layout.framework",), rules.framework_recipe),
     (("layout.framework", "notes"), rules.framework_overlap),
     (("layout.overlap", "layout.framework"), rules.stated_overlap),
     (("layout.dispatcher",), rules.dispatcher),
@@ -174,6 +181,7 @@ def to_case(run: dict) -> Case:
         scenario = _fitted(r, data, build(data), notes)
     except ScenarioError as e:
         return _case(r, reason=str(e), mfu=mfu, notes=notes)
+    notes += recipe_lines(scenario)
     if mfu is not None:  # the tool's MFU is against the dense BF16 peak
         mfu *= stated_peak(scenario, r.measured) / scenario.cluster.gpu.peak_bf16_flops
     figures = measured_steps(scenario, r)
@@ -192,7 +200,7 @@ def _fitted(r: StatedRun, data: dict, scenario: Scenario, notes: list[str]) -> S
     for step in family.steps:
         if scenario_fit(scenario).fits:
             break
-        order, now = SAVES[step.field], str(data["layout"].get(step.field, ""))
+        order, now = SAVES[step.field], str(getattr(scenario.layout, step.field))  # stated, or its recipe's
         if not unstated[step.field] or (now in order and order.index(now) >= order.index(step.value)):
             continue  # stated by the run, or the scenario already saves as much
         trial = {**data, "layout": {**data["layout"], step.field: step.value}}
@@ -205,6 +213,14 @@ def _fitted(r: StatedRun, data: dict, scenario: Scenario, notes: list[str]) -> S
                              "use it)")
     notes += taken.values()
     return scenario
+
+
+def recipe_lines(sc: Scenario) -> list[str]:
+    """A note for each field the run's framework recipe gave: the value as the recipe gives it, and its source."""
+    if sc.framework is None:
+        return []
+    r = recipe(sc.framework)
+    return [f"{d.field} not stated: {flow_yaml(d.value)} ({r.where(d)})" for d in defaults_taken(r.key, sc.sources)]
 
 
 def _case(r: StatedRun, *, scenario: Scenario | None = None, reason: str | None = None, step: float | None = None,

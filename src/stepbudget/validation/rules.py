@@ -354,6 +354,8 @@ def sequence_parallel(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 def recompute(r: StatedRun, sc: dict, notes: list[str]) -> None:
     stated = text_of(r.layout.get("recompute")).strip()
+    if not stated and r.recipe_holds("layout.recompute"):
+        return  # the recipe gives it
     sc.setdefault("layout", {})["recompute"] = next(
         (mode for pattern, mode in RECOMPUTE_MODES if re.search(pattern, stated)), "none")
 
@@ -386,12 +388,16 @@ def dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
     zero = _zero_text(lay)
     kind = stated_dp_kind(lay)
-    if kind is None:
+    if kind is None and r.recipe_holds("layout.dp_kind"):
+        kind = next(d.value for d in r.recipe.defaults if d.field == "layout.dp_kind")  # type: ignore[union-attr]
+    elif kind is None:
         family = r.family
         kind = family.dp_default
         said = f"not read ({zero[:40]!r})" if zero else "not stated"
         notes.append(f"DP sharding {said}: {kind} ({family.dp_default_source})")
-    out["dp_kind"] = kind
+        out["dp_kind"] = kind
+    else:
+        out["dp_kind"] = kind
     if kind == "fsdp":
         out["reshard_after_forward"] = "not resharded" not in zero
     sharded = fsdp_degrees(lay, r.whole["num_gpus"] // (out["tp"] * out["cp"] * out["pp"]))
@@ -486,6 +492,10 @@ def tensor_precisions(r: StatedRun, sc: dict, notes: list[str]) -> None:
 def grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
     stated = r.layout.get("grad_reduce")
     reduce = grad_reduce_precision(stated)
+    if reduce is None and r.recipe_holds("precision.grads"):
+        if stated:
+            notes.append(f"gradient reduction {stated!r} not read: the framework recipe's kept")
+        return  # the recipe gives it (convert.py's doc)
     if reduce is None and stated:
         notes.append(f"gradient reduction {stated!r} not read: the framework's default kept")
     elif reduce is None:
@@ -502,6 +512,11 @@ def grad_reduce(r: StatedRun, sc: dict, notes: list[str]) -> None:
 
 # -- what the framework overlaps and how it sends (convert.py's doc) -------------------------------------------
 
+def framework_recipe(r: StatedRun, sc: dict, notes: list[str]) -> None:
+    if r.recipe is not None:
+        sc["framework"] = r.recipe.key  # its documented defaults fill what the run leaves unstated (inputs/recipes.py)
+
+
 def framework_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
     fw, ov = r.framework.lower(), sc.setdefault("overlap", {})
     if "megascale-moe" in fw:
@@ -513,8 +528,13 @@ def framework_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
         model = sc.setdefault("model", {})
         model["parallel_block"] = True  # MegaScale 3.1: parallel transformer block (its window for SWA is not stated)
     elif r.megatron:
+        said = "dp/pp overlap" in text_of(r.whole.get("notes"))
+        if said:
+            ov.update(pp="auto", dp="auto")  # the run's notes say it used MegaScale's DP/PP overlap
+        if r.recipe is not None:
+            return  # what else it overlaps is its recipe's (convert.py's doc)
         ov.update(tp=0.0, cp=0.0, ep=0.0)
-        if "dp/pp overlap" not in text_of(r.whole.get("notes")):
+        if not said:
             ov.update(pp=0.0, dp=0.0)
         if r.layout.get("overlap") is None:
             notes.append("overlap not stated: none (Megatron-LM's default flags, as MegaScale's baseline ran)")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from stepbudget.inputs.complete import CATALOG_KEY
 from stepbudget.inputs import catalog
 from stepbudget.inputs.hardware import named_gpu
+from stepbudget.inputs.recipes import Recipe, recipe_for
 from stepbudget.units import parse
 from stepbudget.validation.families import MEGATRON, Family, family_of
 
@@ -102,6 +103,10 @@ class Unpredictable(Exception):
     """Raised by a rule when the run cannot become a scenario; the message is the row's reason."""
 
 
+OWN_STACKS = re.compile(r"megascale")
+"""Framework texts of stacks built on a recipe's framework whose own defaults their papers state instead."""
+
+
 @dataclass(frozen=True)
 class StatedRun:
     """A run that passed ``check_run``, as the conversion rules read it."""
@@ -133,6 +138,17 @@ class StatedRun:
     def megatron(self) -> bool:
         """Built on Megatron-LM (its family in families.py); Megatron-DeepSpeed is DeepSpeed's and keeps its layout."""
         return self.family.name == MEGATRON
+
+    @property
+    def recipe(self) -> Recipe | None:
+        """The framework recipe the run's framework text names (inputs/recipes.py), which fills what the run leaves
+        unstated; None for MegaScale and MegaScale-MoE, stacks of their own on Megatron-LM whose papers state what
+        they change (rules.framework_overlap), and for frameworks without a recipe."""
+        return None if OWN_STACKS.search(self.framework.lower()) else recipe_for(self.framework)
+
+    def recipe_holds(self, field: str) -> bool:
+        """Whether the run's recipe gives ``field`` ("overlap.dp"): a rule then leaves it to the recipe."""
+        return self.recipe is not None and any(d.field == field for d in self.recipe.defaults)
 
     @property
     def family(self) -> Family:
