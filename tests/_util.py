@@ -14,6 +14,15 @@ def doc_pages():
     return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
 
+def scratch_dir(tmp_path, monkeypatch):
+    """Work in ``tmp_path`` (what a docs command writes lands there), with the repository's ``tests`` folder beside
+    it, so that the docs can name the real config files under tests/data/configs by their paths in the repository."""
+    from pathlib import Path
+
+    (tmp_path / "tests").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+
+
 def doc_text():
     """The README and the docs pages as one text: their command blocks are run by the tests."""
     return "\n".join(p.read_text() for p in doc_pages())

@@ -24,7 +24,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from _util import doc_pages
+from _util import doc_pages, scratch_dir
 
 from stepbudget import cli
 from stepbudget.inputs.scenario import load
@@ -87,7 +87,7 @@ BASH = [(page, line) for page, body in _blocks("bash") for line in body.splitlin
 def test_bash_lines_run(page, line, tmp_path, monkeypatch):
     command = line.split(" | ")[0].split("  #")[0]  # the stepbudget part; what it pipes into is not ours
     args = shlex.split(command)[1:]
-    monkeypatch.chdir(tmp_path)
+    scratch_dir(tmp_path, monkeypatch)
     monkeypatch.setattr(cli, "console", Console(width=200))
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, f"{page}: {command!r} exited {result.exit_code}: {result.output[-500:]}"
@@ -101,7 +101,7 @@ PYTHON_PAGES = [p for p in doc_pages() if "```python" in p.read_text()]
 def test_python_blocks_run_and_print_what_the_page_shows(path, tmp_path, monkeypatch, capsys):
     # a page's python blocks are cells of one notebook: run in order in one namespace; a ```text block right
     # after a cell is what it prints
-    monkeypatch.chdir(tmp_path)
+    scratch_dir(tmp_path, monkeypatch)
     namespace: dict = {"__name__": "__docs__"}
     cells = CELLS.findall(path.read_text())
     assert cells
@@ -151,7 +151,7 @@ def test_synopsis_options_exist(page, line):
 def test_every_synopsis_line_is_checked():
     # each command of the tool appears in a synopsis with options (the Usage block), so the test above covers it
     commands = {line.split()[1] for _, line in SYNOPSIS}
-    assert {"show", "budget", "memory", "search", "scale", "whatif", "validate", "simulate", "wire", "moe", "serve",
+    assert {"show", "import", "budget", "memory", "search", "scale", "whatif", "validate", "simulate", "wire", "moe", "serve",
             "figure", "sweep", "sweep-report"} <= commands
 
 

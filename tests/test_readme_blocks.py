@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from _util import doc_text
+from _util import doc_text, scratch_dir
 
 from stepbudget import cli
 
@@ -48,7 +48,7 @@ def test_printed_block_figures_are_the_tools(block, monkeypatch, tmp_path):
         while option in args:
             i = args.index(option)
             del args[i:i + 2]
-    monkeypatch.chdir(tmp_path)
+    scratch_dir(tmp_path, monkeypatch)
     monkeypatch.setattr(cli, "console", Console(width=400))
     result = CliRunner().invoke(cli.app, args)
     printed = figures(result.output)
