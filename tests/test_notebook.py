@@ -29,7 +29,10 @@ def test_the_walkthrough_shows_each_output_once_and_each_result_as_html(tmp_path
     with client.setup_kernel():
         for i, (code, _) in enumerate(CELLS.findall(WALKTHROUGH.read_text())):
             kinds = [o["output_type"] for o in run(code)]
-            assert kinds == ["stream"], f"cell {i + 1}: {kinds}"  # what it prints, and no table displayed besides
+            # what it prints, and no table displayed besides; the kernel sends what a cell prints in chunks as its
+            # output buffer flushes (every 0.2 s), which the notebook shows as one block
+            shown = [k for j, k in enumerate(kinds) if not (k == "stream" and j and kinds[j - 1] == "stream")]
+            assert shown == ["stream"], f"cell {i + 1}: {kinds}"
         names = run("print(' '.join(n for n, v in dict(globals()).items() if isinstance(v, sb.api.Result)))")
         results = names[0]["text"].split()
         assert len(results) >= 8, results  # budget, search, scale, whatif, simulate, wire, validate, ...
