@@ -148,3 +148,15 @@ def test_a_cluster_file_joins_the_configs_with_its_own_sources(tmp_path):
     assert sc.cluster.gpus == 1024  # trainer.num_nodes x devices is the job's: a cluster file gives the hardware
     with pytest.raises(ScenarioError, match="empty part"):
         load(f"{MIXTRAL_HF}++h100-sxm")
+
+
+def test_files_of_a_wrapping_framework_make_its_job(tmp_path):
+    """A Megatron-LM script with a DeepSpeed config is Megatron-DeepSpeed: DeepSpeed's engine runs it, so its
+    recipe fills the rest; two frameworks neither of which wraps the other are named, not picked."""
+    ds = tmp_path / "ds_config.json"
+    ds.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}}')
+    sc = api.import_configs([MIXTRAL_HF, MIXTRAL_MEGATRON, ds], cluster="h100-sxm", sets=NODES).value
+    assert sc.framework == "deepspeed" and sc.sources["framework"].where.endswith("(DeepSpeed JSON)")
+    titan = CONFIGS / "torchtitan" / "llama3_8b.toml"
+    with pytest.raises(ScenarioError, match="framework: the files name frameworks that do not run on each other"):
+        load(f"{titan}+{MIXTRAL_MEGATRON}+h100-sxm")

@@ -56,6 +56,9 @@ class Recipe:
     matches: str
     description: str
     defaults: tuple[Default, ...]
+    wraps: tuple[str, ...] = ()
+    """The frameworks this one wraps (NeMo runs Megatron-LM's model code; DeepSpeed's engine runs
+    Megatron-DeepSpeed's): a job whose files name both runs under this one."""
 
     def where(self, default: Default) -> str:
         """Where one default comes from, as ``show`` prints it."""
@@ -71,6 +74,9 @@ def _recipe(key: str, data: Any) -> Recipe:
     missing = [h for h in (*heads, "defaults") if h not in data]
     if missing:
         raise ScenarioError(f"{where}: missing {', '.join(missing)}")
+    unknown = set(data) - {*heads, "defaults", "wraps"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     defaults = []
     for i, row in enumerate(data["defaults"]):
         if not isinstance(row, dict) or set(row) != {"field", "value", "native", "source"}:
@@ -83,7 +89,8 @@ def _recipe(key: str, data: Any) -> Recipe:
         raise ScenarioError(f"{where}: a field is given twice")
     re.compile(data["matches"])
     name, repository, version, commit, matches, description = (str(data[h]) for h in heads)
-    return Recipe(key, name, repository, version, commit, matches, description, tuple(defaults))
+    wraps = tuple(str(k) for k in data.get("wraps") or ())
+    return Recipe(key, name, repository, version, commit, matches, description, tuple(defaults), wraps)
 
 
 @functools.cache
@@ -100,6 +107,13 @@ def recipe(key: str) -> Recipe:
         raise ScenarioError(f"framework: unknown framework {str(key)[:60]!r}; use one of {', '.join(ORDER)} "
                             "(stepbudget show names the defaults each fills)")
     return found
+
+
+def one_framework(keys: set[str]) -> str | None:
+    """The framework a job's files name together: the one the others' stacks run under (a Megatron-LM script with
+    a DeepSpeed config is DeepSpeed's job), None where they name stacks that do not build on each other."""
+    top = {k for k in keys if not any(k in recipe(other).wraps for other in keys)}
+    return top.pop() if len(top) == 1 else None
 
 
 def defaults_taken(key: str | None, sources: Mapping[str, Any]) -> list[Default]:

@@ -17,6 +17,7 @@ from typing import Any
 from stepbudget.inputs.complete import Stated, dotted
 from stepbudget.inputs.importers import read_config
 from stepbudget.inputs.importers._reading import Field, Imported
+from stepbudget.inputs.recipes import one_framework
 
 
 DESCRIPTIVE = ("name", "source", "description")
@@ -84,10 +85,12 @@ def merge(files: Sequence[ReadFile], under: Stated | None = None) -> Merged:
             pairs.append((path, value, where))
         for path, value, where in pairs:
             stated = stated.assign([(path, value)], f"file {where}")
-    if len(frameworks) > 1:
-        named = "; ".join(f"{key} from {w}" for key, w in frameworks.items())
-        problems.append(f"framework: the files name different frameworks ({named}); give the files of one job")
-    elif frameworks:
-        (key, w), = frameworks.items()
-        stated = stated.assign([(("framework",), key)], f"file {w}")
+    if frameworks:
+        key = one_framework(set(frameworks))
+        if key is None:
+            named = "; ".join(f"{k} from {w}" for k, w in frameworks.items())
+            problems.append(f"framework: the files name frameworks that do not run on each other ({named}); "
+                            "give the files of one job")
+        else:
+            stated = stated.assign([(("framework",), key)], f"file {frameworks[key]}")
     return Merged(stated, tuple(files), tuple(problems))
