@@ -98,8 +98,13 @@ def test_each_real_recipe_gives_the_fields_it_states(name):
 
 def test_only_the_default_path_is_followed():
     values = _values(_read("nemo2_llama3_70b.py"))
-    # performance_mode=False (:151): MegatronCommOverlapCallback(tp_comm_overlap=True) (:230-232) is not applied
-    assert "overlap.tp" not in values
+    # performance_mode=False (:151): MegatronCommOverlapCallback(tp_comm_overlap=True) (:230-232) is not applied,
+    # so the job overlaps neither TP nor the pipeline and keeps Megatron-Core's buckets, not NeMo 2's performance
+    # recipe (frameworks/nemo2.yaml), which fills what a file leaves unstated
+    assert (values["overlap.tp"], values["overlap.pp"], values["layout.dp_bucket_params"]) == (0.0, 0.0, None)
+    assert _read("nemo2_llama3_70b.py").keys[("overlap", "tp")].startswith("if performance_mode (False")
+    bridge = _values(_read("bridge_llama3_70b.py"))
+    assert bridge["overlap.tp"] == 1.0  # Megatron-Bridge has no performance_mode: its recipe states its overlap
     mixtral = _values(_read("nemo2_mixtral_8x7b.py"))
     assert mixtral["layout.tp"] == 1  # :233 tensor_model_parallel_size = 8 only in the performance branch
     deepseek = _read("bridge_deepseek_v3.py")

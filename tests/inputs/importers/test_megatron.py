@@ -49,11 +49,12 @@ def test_llama3_8b_variables_conditionals_and_fp8():
         "layout.dp_kind": "zero1", "overlap.dp": "auto",  # lines 126-128
         "layout.micro_batch": 1, "batch.global_batch_seqs": 128,  # lines 36-37
         "precision.gemm": "fp8",  # line 108, inside if [[ "$DTYPE" == "fp8" ]] with DTYPE="fp8"
+        "precision.grads": "bf16",  # line 96: --grad-reduce-in-bf16
         "cluster.gpus_per_node": 8, "cluster.gpus": 8,  # lines 22-23
     }
     assert got.keys[("model", "num_layers")] == "--num-layers $NUM_LAYERS"
     assert got.keys[("overlap", "dp")] == "--overlap-grad-reduce + --overlap-param-gather"
-    assert "--fp8-amax-history-len" in got.ignored and "--grad-reduce-in-bf16" in got.ignored
+    assert "--fp8-amax-history-len" in got.ignored and "--grad-reduce-in-bf16" not in got.ignored
     assert "--data-path" not in got.ignored  # the real-data branch is not taken
     assert got.problems == ()
 
@@ -134,7 +135,7 @@ def test_a_pasted_command_line():
     got = megatron.read(PASTED, "")
     s = stated(got)
     assert (s["layout.virtual_stages"], s["layout.schedule"]) == (4, "interleaved-1f1b")  # 48 / 4 / 3
-    assert s["overlap.pp"] == "auto"  # interleaved: Megatron overlaps the sends unless --no-overlap-p2p-communication
+    assert "overlap.pp" not in s  # interleaved, it is on unless --no-overlap-p2p-communication: the recipe's to say
     assert "layout.ep_kind" not in s  # a dense model has no dispatcher
     assert s["model.ffn_size"] == 16384  # int(4 * 6144 * 2 / 3 / 64) * 64, Megatron's --swiglu default
     assert (s["cluster.gpus"], s["cluster.gpus_per_node"]) == (32, 8)
@@ -224,3 +225,27 @@ def test_bad_input_gives_problems_not_exceptions(text):
         assert {p.split(":")[0] for p in got.problems} == {"--moe-layer-freq", "--position-embedding-type"}
     if not text.strip():
         assert got.problems and got.values == {}
+
+
+def test_a_script_that_grows_its_values_without_bound_is_read_quickly_and_named():
+    """Arithmetic past bash's 64-bit integers and a value doubled thirty times stay unknown: listed, not computed."""
+    script = "\n".join(["A=10", *["A=$((A*A))"] * 16, "B=x", *['B="$B$B"'] * 30,
+                        "torchrun pretrain_gpt.py --num-layers $A --hidden-size $B --tensor-model-parallel-size 2"])
+    got = megatron.read(script, "big.sh")
+    s = stated(got)
+    assert "model.num_layers" not in s and "model.hidden_size" not in s and s["layout.tp"] == 2
+    assert any(i.startswith("--num-layers $A") for i in got.ignored)
+    assert all(len(p) <= 400 for p in got.problems) and all(len(i) < 1000 for i in got.ignored)
+
+
+def test_flags_that_change_how_a_job_exchanges():
+    got = megatron.read("--num-layers 4 --tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type p2p "
+                        "--use-tp-pp-dp-mapping --ddp-bucket-size 20000000 --overlap-moe-expert-parallel-comm "
+                        "--checkpoint-activations --grad-reduce-in-bf16", "args.txt")
+    s = stated(got)
+    assert (s["layout.cp_kind"], s["layout.order"], s["layout.dp_bucket_params"]) == \
+        ("ring", ["tp", "cp", "ep", "pp", "dp"], 20000000)
+    assert (s["overlap.ep"], s["overlap.ep_paired"], s["layout.recompute"], s["precision.grads"]) == \
+        (1.0, True, "full", "bf16")
+    a2a = megatron.read("--num-layers 4 --tensor-model-parallel-size 2 --cp-comm-type a2a", "args.txt")
+    assert any(p.startswith("--cp-comm-type: 'a2a' is not modelled") for p in a2a.problems)

@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_LINE = 400
+"""Longest problem line: the key, the value as quoted and the fix, on one screen."""
+
 Field = tuple[str, ...]
 """A field's place in the scenario's schema: ``("layout", "pp")``."""
 
@@ -58,8 +61,10 @@ class Reading:
             self.ignored.append(key)
 
     def problem(self, key: str, text: str) -> None:
-        """``key`` holds something the tool cannot take: ``text`` says what and the fix."""
-        self.problems.append(f"{key}: {text}")
+        """``key`` holds something the tool cannot take: ``text`` says what and the fix. A line quoting a long value
+        is cut to ``MAX_LINE`` characters, the fix kept at its end."""
+        line = f"{key[:80]}: {text}"
+        self.problems.append(line if len(line) <= MAX_LINE else f"{line[:MAX_LINE // 2]} ... {line[-MAX_LINE // 3:]}")
 
     def done(self, framework: str | None = None, base: bool = False) -> Imported:
         return Imported(self.format, dict(self.values), dict(self.keys), framework, tuple(self.ignored),

@@ -91,6 +91,7 @@ class _Follower:
         self.functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
         self.globals: dict[str, Any] = {}
         self.model_names: list[tuple[str, str]] = []  # (name, where it was read)
+        self.skipped: list[str] = []  # the literal conditions found false, whose branch was not taken
         self.calls = 0
         for node in module.body:  # module constants: NAME = "llama3_70b", SEQUENCE_LENGTH_16K: int = 16384
             target, value = _single_target(node)
@@ -126,6 +127,8 @@ class _Follower:
                 if isinstance(test, (_Obj, _Unknown)):
                     self.r.ignore(f"if {ast.unparse(stmt.test)} (not a literal condition; neither branch is read)")
                     continue
+                if not test:
+                    self.skipped.append(ast.unparse(stmt.test))
                 result = self.run(stmt.body if test else stmt.orelse, scope, depth)
                 if result is not _FELL_THROUGH:
                     return result
@@ -413,6 +416,17 @@ def _cluster(m: _Mapper, fields: dict[str, tuple[Any, str]], recipe: str) -> Non
         m.put("cluster.gpu", _GPUS[named.group(2)], f"{recipe} ({named.group(2)})")
 
 
+def _plain_mode(r: Reading) -> None:
+    """A NeMo 2 recipe followed with ``performance_mode=False`` adds no MegatronCommOverlapCallback
+    (recipes/llama3_70b.py pretrain_recipe: ``if performance_mode:``): TP and pipeline sends are not overlapped (Megatron-Core's
+    ModelParallelConfig tp_comm_overlap and overlap_p2p_comm default False) and the DDP buckets are Megatron-Core's
+    own, where the performance recipe (frameworks/nemo2.yaml) sets all three."""
+    key = "if performance_mode (False: no MegatronCommOverlapCallback)"
+    for dotted, value in (("overlap.tp", 0.0), ("overlap.pp", 0.0), ("layout.dp_bucket_params", None)):
+        if not r.has(dotted):
+            r.put(dotted, value, key)
+
+
 def read(text: str, name: str) -> Imported:
     r = Reading(FORMAT)
     found = _IMPORTS.search(text)
@@ -451,6 +465,8 @@ def read(text: str, name: str) -> Imported:
         elif not mapper.field(path[-1], value, key, last=path[0] in _LAST):
             r.ignore(key)
     _cluster(mapper, cluster, fn.name)
+    if framework == "nemo2" and "performance_mode" in follower.skipped:
+        _plain_mode(r)
     if follower.model_names:
         model, where = follower.model_names[0]
         r.put("model.name", model, where)

@@ -189,7 +189,7 @@ def read_zero(s: Taken, r: Reading) -> None:
             if key in block:
                 r.ignore(f"{name}.{key} (ZeRO's; stage 0 does not use it)")
         r.put("overlap.dp", 0.0, f"{name}.stage 0 (all-reduce after the backward pass)")
-        r.put("layout.dp_bucket_params", 5e8, f"{name}.stage 0 (engine.py MEMORY_OPT_ALLREDUCE_SIZE)")
+        r.put("layout.dp_bucket_params", 500_000_000, f"{name}.stage 0 (engine.py MEMORY_OPT_ALLREDUCE_SIZE)")
     elif integer(block.get("stage")) == 3 and "overlap_comm" not in block:
         # zero/config.py overlap_comm_valid: unset, overlap_comm is True at stage 3 (the recipe's off is stages 0-2's)
         r.put("overlap.dp", "auto", f"{name}.stage 3 (overlap_comm unset: on at stage 3)")

@@ -347,12 +347,8 @@ def _parallel(r: Reading, a: Args) -> None:
     if chunks and chunks[0] > 1:
         r.put("layout.virtual_stages", chunks[0], chunks[1])
         r.put("layout.schedule", "interleaved-1f1b", chunks[1])
-    if r.values.get(("layout", "schedule")) == "interleaved-1f1b":
-        # arguments.py: --no-overlap-p2p-communication is store_false into overlap_p2p_comm, which validate_args
-        # clears only without a virtual pipeline: an interleaved schedule overlaps its sends unless told not to
-        off = a.has("--no-overlap-p2p-communication")
-        r.put("overlap.pp", 0.0 if off else "auto", "--no-overlap-p2p-communication" if off else
-              "--no-overlap-p2p-communication absent (on with the interleaved schedule)")
+    if a.has("--no-overlap-p2p-communication"):  # arguments.py: the interleaved schedule's sends, not overlapped
+        r.put("overlap.pp", 0.0, "--no-overlap-p2p-communication")
     _put_count(r, a, "--decoder-first-pipeline-num-layers", "layout.first_stage_layers")
     _put_count(r, a, "--decoder-last-pipeline-num-layers", "layout.last_stage_layers")
     # store_true switches: stated only where the script turns them on; the recipe says what their absence means
@@ -376,6 +372,26 @@ def _parallel(r: Reading, a: Args) -> None:
             r.ignore(_unresolved("--data-parallel-sharding-strategy", w))
         else:
             r.problem("--data-parallel-sharding-strategy", f"{w.text!r} is not one of {', '.join(_SHARDING)}")
+
+
+# arguments.py: --cp-comm-type p2p (K,V passed around a ring), all_gather, a2a (Ulysses), a2a+p2p (hierarchical)
+_CP_KINDS = {"p2p": "ring", "all_gather": "all-gather"}
+
+
+def _ranks(r: Reading, a: Args) -> None:
+    """How the ranks are laid out and how context parallelism sends K and V."""
+    if a.has("--use-tp-pp-dp-mapping"):  # initialize.py: order='tp-cp-ep-pp-dp' with it, 'tp-cp-ep-dp-pp' without
+        r.put("layout.order", ["tp", "cp", "ep", "pp", "dp"], "--use-tp-pp-dp-mapping")
+    w = a.word("--cp-comm-type")
+    if w is None:
+        return
+    if not w.known:
+        r.ignore(_unresolved("--cp-comm-type", w))
+    elif w.text in _CP_KINDS:
+        r.put("layout.cp_kind", _CP_KINDS[w.text], _key("--cp-comm-type", w))
+    else:
+        r.problem("--cp-comm-type", f"{w.text!r} is not modelled (p2p is the ring, all_gather the gather of K,V); "
+                                    "set layout.cp_kind to the nearest, ring or all-gather")
 
 
 def _schedule(r: Reading, a: Args) -> None:
@@ -403,6 +419,16 @@ def _schedule(r: Reading, a: Args) -> None:
         r.put("precision.gemm", "fp8", _key("--fp8-format", a.word("--fp8-format") or Word("", "")))
     if a.has("--accumulate-allreduce-grads-in-fp32"):
         r.put("precision.grads", "fp32", "--accumulate-allreduce-grads-in-fp32")
+    if a.has("--grad-reduce-in-bf16"):  # arguments.py: "Reduce gradients in bfloat16", over the FP32 default
+        r.put("precision.grads", "bf16", "--grad-reduce-in-bf16")
+    if a.has("--overlap-moe-expert-parallel-comm"):
+        # arguments.py (core_v0.14.0 on): overlaps the all-to-all of one micro-batch with another's compute, forward
+        # paired with backward (the 1F1B A2A overlap), so the warm-up and cool-down chunks stay exposed
+        r.put("overlap.ep", 1.0, "--overlap-moe-expert-parallel-comm")
+        r.put("overlap.ep_paired", True, "--overlap-moe-expert-parallel-comm")
+    _put_count(r, a, "--ddp-bucket-size", "layout.dp_bucket_params")  # arguments.py: parameters per DDP bucket
+    if a.has("--checkpoint-activations"):  # Megatron-LM before 2022 and Megatron-DeepSpeed: the whole layer
+        r.put("layout.recompute", "full", "--checkpoint-activations")
     if a.has("--use-flash-attn"):
         r.ignore("--use-flash-attn (the attention kernel is left at the tool's best)")
 
@@ -458,6 +484,7 @@ def read(text: str, name: str) -> Imported:
     _moe(r, a)
     _mla(r, a)
     _parallel(r, a)
+    _ranks(r, a)
     _schedule(r, a)
     _cluster(r, launcher, a, script.shell)
     for note in script.notes:

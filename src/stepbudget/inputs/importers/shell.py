@@ -130,6 +130,8 @@ class Shell:
             if append and name in self.scalars:
                 old = self.scalars[name]
                 word = Word(old.text + word.text, old.raw + word.raw, old.known and word.known)
+            if len(word.text) > MAX_VALUE or len(word.raw) > MAX_VALUE:  # A="$A$A" doubling: no job needs it
+                word = Word(f"${name}", f"${name}", False)
             self.scalars[name] = word
         if name not in self.order:
             self.order.append(name)
@@ -283,9 +285,14 @@ def _integer_expression(node: ast.expr, shell: Shell) -> int | None:
                ast.FloorDiv: int.__floordiv__, ast.Mod: int.__mod__}
         if a is None or b is None or type(node.op) not in ops:
             return None
-        return ops[type(node.op)](a, b)
+        value = ops[type(node.op)](a, b)
+        return value if abs(value) < 2**63 else None  # bash's integers are 64-bit: past that it wraps, not ours
     return None
 
+
+MAX_VALUE = 1 << 16
+"""Longest variable value kept (64 KiB): a launch script's longest, a flag list, is a few kB; a value doubled in a
+loop of assignments is left unknown rather than grown without bound."""
 
 _ARRAY = re.compile(r"(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)", re.S)
 _KEYWORDS = {"then", "do", "else", "{", "}", "done", "esac"}
