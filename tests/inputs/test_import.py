@@ -73,7 +73,7 @@ def test_import_prints_the_recipe_defaults_it_assumed_and_the_keys_it_ignored():
     result = runner.invoke(app, ["import", str(MIXTRAL_HF), str(MIXTRAL_MEGATRON), "--cluster", "h100-sxm",
                                  "--set", *NODES], terminal_width=200)
     assert result.exit_code == 0, result.output
-    assert "Assumed from the Megatron-LM recipe (core_v0.13.0)" in result.output
+    assert "Assumed from the framework's recipe" in result.output and "(Megatron-LM core_v0.13.0, " in result.output
     assert "Ignored in mixtral_8x7b_config.json" in result.output
     doc = json.loads(runner.invoke(app, ["import", str(MIXTRAL_HF), str(MIXTRAL_MEGATRON), "--cluster", "h100-sxm",
                                          "--set", *NODES, "--json"]).output)
@@ -160,3 +160,22 @@ def test_files_of_a_wrapping_framework_make_its_job(tmp_path):
     titan = CONFIGS / "torchtitan" / "llama3_8b.toml"
     with pytest.raises(ScenarioError, match="framework: the files name frameworks that do not run on each other"):
         load(f"{titan}+{MIXTRAL_MEGATRON}+h100-sxm")
+
+
+def test_a_run_file_agreeing_with_its_file_of_defaults_is_named_as_the_source():
+    maxtext = CONFIGS / "maxtext"
+    sc = load(f"{maxtext / 'base.yml'}+{maxtext / 'gpu_llama3_70b.yml'}+h100-sxm",
+              ["cluster.gpus=64", "batch.global_batch_seqs=256"])
+    # both say remat_policy 'full' (base.yml's default, the run config's line 26): the run's own file is named
+    assert sc.sources["layout.recompute"].where == "file gpu_llama3_70b.yml remat_policy full"
+
+
+def test_a_misspelt_scenario_is_named_as_a_scenario_and_a_joined_base_loop_as_a_loop(tmp_path):
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: typo\nlayuot: {tp: 2}\nmodel: llama3-8b\n")
+    with pytest.raises(ScenarioError, match="layuot: unknown field; remove it or check its spelling"):
+        load(str(typo))
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(f"base: {loop}+h100-sxm\n")
+    with pytest.raises(ScenarioError, match="base: presets refer to each other in a loop"):
+        load(str(loop))

@@ -34,19 +34,33 @@ def test_a_recipe_cites_a_line_at_a_commit_for_every_default(key):
 
 @pytest.mark.parametrize("key", ORDER)
 def test_a_job_naming_its_framework_takes_each_default_it_leaves_unstated(key):
-    """Each default the job leaves unstated is the recipe's, from the recipe's source line, and resolves to what
-    stating the same value gives."""
+    """Each field the job leaves unstated is the recipe's first row for it that holds for the job, from that row's
+    source line, and resolves to what stating the same value gives."""
     sc = load(JOB, [f"framework={key}"])
     dump = sc.model_dump(mode="json")
-    for d in recipe(key).defaults:
-        section, name = d.field.split(".")
-        source = sc.sources[d.field]
+    r = recipe(key)
+    for field in dict.fromkeys(d.field for d in r.defaults):
+        section, name = field.split(".")
+        source = sc.sources[field]
         if source.origin == Origin.STATED:
             assert source.where == f"preset {JOB}"  # the preset states it: the statement wins
             continue
-        assert source.origin == Origin.FRAMEWORK and d.source in source.where and recipe(key).version in source.where
-        stated = load(JOB, [f"{d.field}={flow_yaml(d.value)}"]).model_dump(mode="json")
-        assert dump[section][name] == stated[section][name], d.field
+        row = next(d for d in r.defaults if d.field == field and d.holds(lambda f: dump[f.split(".")[0]][f.split(".")[1]]))
+        assert source.origin == Origin.FRAMEWORK and source.where == r.where(row)
+        stated = load(JOB, [f"{field}={flow_yaml(row.value)}"]).model_dump(mode="json")
+        assert dump[section][name] == stated[section][name], field
+
+
+def test_a_default_that_depends_on_the_schedule_follows_it():
+    """Megatron-LM overlaps the pipeline's sends only with the interleaved schedule (arguments.py: overlap_p2p_comm
+    is cleared without a virtual pipeline)."""
+    interleaved = load(JOB, ["framework=megatron-lm"])
+    plain = load(JOB, ["framework=megatron-lm", "layout.schedule=1f1b", "layout.virtual_stages=1",
+                       "layout.first_stage_layers=null", "layout.last_stage_layers=null"])
+    assert interleaved.layout.schedule == "interleaved-1f1b" and interleaved.overlap.pp == "auto"
+    assert plain.overlap.pp == 0.0 and plain.sources["overlap.pp"].where.endswith(
+        "arguments.py:576: args.overlap_p2p_comm = False without --num-layers-per-virtual-pipeline-stage "
+        "(non-interleaved 1F1B batches blocking send/recv)")
 
 
 def test_a_stated_field_wins_over_the_recipe():

@@ -10,13 +10,16 @@
    is not a training sequence length: ``model.seq_len`` is the job's to state.
 3. **Framework recipe.** ``framework: NAME`` takes, for every field the job leaves unstated, the documented
    default of that framework at the recipe's version (inputs/recipes.py, inputs/frameworks/NAME.yaml): which
-   exchanges overlap, the gradient precision, the optimizer sharding, the default recompute, with the source line.
+   exchanges overlap, the gradient precision, the optimizer sharding, the default recompute, with the source line;
+   then what the framework it wraps documents (Megatron-LM's, under NeMo or Megatron-DeepSpeed), but for the
+   gradients' precision, which is the wrapper's.
 4. **Hardware.** ``cluster.gpu: NAME`` takes the GPU row's datasheet figures (inputs/gpus.yaml), and the node
    that GPU ships in fills the node size, NVLink rate and NICs the job leaves unstated. A job on one node needs no
    NIC: an unstated one there is a placeholder no exchange uses.
 5. **Tool default.** Every field still unset takes its documented default (the field docstrings of
-   inputs/model.py, hardware.py and layout.py). One default depends on the job: a job with expert
-   parallelism that states no rank order takes Megatron-Core's, which keeps EP inside the node where it fits.
+   inputs/model.py, hardware.py and layout.py). Two defaults depend on the job: a job with expert
+   parallelism that states no rank order takes Megatron-Core's, which keeps EP inside the node where it fits, and
+   an unstated DP degree is the GPUs the other degrees leave, where they divide them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from stepbudget.enums import Origin
 from stepbudget.inputs import catalog, recipes
 from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.hardware import gpu_node, gpu_presets, named_gpu
+from stepbudget.inputs._types import Frozen
+from stepbudget.inputs.layout import Layout, OverlapSettings, Precision
 
 Path = tuple[str, ...]
 """A field's place in the scenario's schema: ``("layout", "pp")``."""
@@ -265,14 +270,28 @@ def _framework_recipe(data: dict, sources: dict[str, Source], problems: list[str
     except ScenarioError as e:
         problems.append(str(e))
         return
-    for default in recipe.defaults:
-        *sections, name = default.field.split(".")
-        node = data
-        for section in sections:
-            node = node.setdefault(section, {}) if isinstance(node, dict) else None
-        if isinstance(node, dict) and name not in node:
-            node[name] = copy.deepcopy(default.value)
-            sources[default.field] = Source(Origin.FRAMEWORK, recipe.where(default))
+    for r in recipes.wrapped(recipe.key):
+        for default in r.defaults:  # the first row of a field that holds fills it
+            section, name = default.field.split(".")
+            if r is not recipe and section == "precision":
+                continue  # the wrapping framework's engine reduces and keeps the gradients, not the wrapped one's
+            node = data.setdefault(section, {})
+            if isinstance(node, dict) and name not in node and default.holds(lambda field: _value(data, field)):
+                node[name] = copy.deepcopy(default.value)
+                sources[default.field] = Source(Origin.FRAMEWORK, r.where(default))
+
+
+_SECTIONS: dict[str, type[Frozen]] = {"layout": Layout, "overlap": OverlapSettings, "precision": Precision}
+"""The sections a recipe fills or reads, whose field defaults a condition compares with where the job is silent."""
+
+
+def _value(data: dict, field: str) -> Any:
+    """A field's value as the job states it so far, else its documented default."""
+    section, name = field.split(".")
+    node = data.get(section)
+    if isinstance(node, dict) and name in node:
+        return node[name]
+    return _SECTIONS[section].model_fields[name].default
 
 
 def _hardware_row(data: dict, sources: dict[str, Source], problems: list[str]) -> None:

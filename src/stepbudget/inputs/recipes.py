@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -31,7 +31,10 @@ FIELDS = frozenset({
     "layout.embedding_in_pipeline_split", "layout.loss_in_pipeline_split", "layout.order",
     "precision.grads", "precision.grad_buffer", "precision.params",
 })
-"""The fields a recipe may fill: how the framework runs a job, never the job's model, size or batch."""
+"""The fields a recipe may fill: how the framework runs a job, never the job's model or size (a default
+micro-batch, where the framework has one, is how it runs a job that names none)."""
+CONDITIONS = frozenset({"layout.schedule", "layout.dp_kind"})
+"""Fields a recipe's row may depend on besides those it may fill."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,13 @@ class Default:
     """The framework's own name and value, as its source writes it: ``overlap_grad_reduce: bool = False``."""
     source: str
     """``path:line`` in the framework's repository at the recipe's version."""
+    when: Mapping[str, Any] | None = None
+    """Fields of the job this default holds for (``{layout.schedule: interleaved-1f1b}``): a framework whose
+    default depends on another setting has a row per case, the first that holds taken."""
+
+    def holds(self, value_of: Callable[[str], Any]) -> bool:
+        """Whether every condition holds, ``value_of(field)`` giving the job's value of a field."""
+        return all(str(value_of(name)) == str(value) for name, value in (self.when or {}).items())
 
 
 @dataclass(frozen=True)
@@ -79,14 +89,17 @@ def _recipe(key: str, data: Any) -> Recipe:
         raise ScenarioError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     defaults = []
     for i, row in enumerate(data["defaults"]):
-        if not isinstance(row, dict) or set(row) != {"field", "value", "native", "source"}:
-            raise ScenarioError(f"{where}: defaults[{i}] needs exactly field, value, native and source")
-        if row["field"] not in FIELDS:
-            raise ScenarioError(f"{where}: defaults[{i}]: {row['field']!r} is not a field a recipe may fill")
-        defaults.append(Default(row["field"], row["value"], str(row["native"]), str(row["source"])))
-    fields = [d.field for d in defaults]
-    if len(set(fields)) != len(fields):
-        raise ScenarioError(f"{where}: a field is given twice")
+        if not isinstance(row, dict) or not {"field", "value", "native", "source"} <= set(row) <= \
+                {"field", "value", "native", "source", "when"}:
+            raise ScenarioError(f"{where}: defaults[{i}] needs field, value, native and source (and may say when)")
+        if row["field"] not in FIELDS or not set(row.get("when") or {}) <= FIELDS | CONDITIONS:
+            raise ScenarioError(f"{where}: defaults[{i}]: {row['field']!r} is not a field a recipe may fill, or its "
+                                "condition names a field it may not read")
+        defaults.append(Default(row["field"], row["value"], str(row["native"]), str(row["source"]), row.get("when")))
+    for d in defaults:  # a field given twice: every row but its last one says when it holds
+        rows = [x for x in defaults if x.field == d.field]
+        if any(x.when is None for x in rows[:-1]):
+            raise ScenarioError(f"{where}: {d.field} is given twice; say when each row but the last holds")
     re.compile(data["matches"])
     name, repository, version, commit, matches, description = (str(data[h]) for h in heads)
     wraps = tuple(str(k) for k in data.get("wraps") or ())
@@ -109,6 +122,18 @@ def recipe(key: str) -> Recipe:
     return found
 
 
+def wrapped(key: str) -> list[Recipe]:
+    """The recipe ``key`` names, then those of the frameworks it wraps, each once, nearest first."""
+    out: list[Recipe] = []
+    queue = [key]
+    while queue:
+        r = recipe(queue.pop(0))
+        if r not in out:
+            out.append(r)
+            queue += list(r.wraps)
+    return out
+
+
 def one_framework(keys: set[str]) -> str | None:
     """The framework a job's files name together: the one the others' stacks run under (a Megatron-LM script with
     a DeepSpeed config is DeepSpeed's job), None where they name stacks that do not build on each other."""
@@ -116,13 +141,13 @@ def one_framework(keys: set[str]) -> str | None:
     return top.pop() if len(top) == 1 else None
 
 
-def defaults_taken(key: str | None, sources: Mapping[str, Any]) -> list[Default]:
-    """The defaults of recipe ``key`` that a job took: those of the fields its ``sources`` (dotted field -> Source)
-    say came from the framework's recipe, in the recipe's order."""
+def defaults_taken(key: str | None, sources: Mapping[str, Any]) -> list[tuple[Recipe, Default]]:
+    """The defaults a job took from recipe ``key`` and those it wraps: the rows whose source line its ``sources``
+    (dotted field -> Source) name, with their recipe, in the recipes' order."""
     if key is None:
         return []
-    taken = {name for name, source in sources.items() if source.origin == Origin.FRAMEWORK}
-    return [d for d in recipe(key).defaults if d.field in taken]
+    wheres = {name: source.where for name, source in sources.items() if source.origin == Origin.FRAMEWORK}
+    return [(r, d) for r in wrapped(key) for d in r.defaults if wheres.get(d.field) == r.where(d)]
 
 
 def recipe_for(text: str) -> Recipe | None:

@@ -22,6 +22,7 @@ from stepbudget.inputs.documents import LimitError, plain, read_document, read_y
 from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.files import read_text
 from stepbudget.inputs.hardware import Cluster, gpu_presets, named_gpu
+from stepbudget.inputs.importers import importer_of
 from stepbudget.inputs.importers.merge import merge, read_files
 from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
                                       stated_rank_layers)
@@ -391,6 +392,7 @@ SCENARIO_KEYS = frozenset({"base", "name", "description", "source", "framework",
                            "precision", "overlap", "flops"})
 """The top-level keys of a scenario document: a YAML or TOML file with any other key is a framework's config."""
 CONFIG_SUFFIXES = (".yaml", ".yml", ".toml")
+SECTIONS_OF_A_JOB = frozenset({"base", "model", "cluster", "layout", "batch"})
 
 
 def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
@@ -399,7 +401,7 @@ def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
     references joined by ``+`` make one job: the config files laid together (importers/merge.py), over the presets,
     scenario files and GPU names among them."""
     if JOIN in ref and not _exists(ref):
-        return _joined(ref)
+        return _joined(ref, _seen)
     if ref in _seen:
         raise ScenarioError(f"base: presets refer to each other in a loop ({' -> '.join(_seen + (ref,))})")
     if len(_seen) >= MAX_BASE_DEPTH:
@@ -440,7 +442,7 @@ def _imported(paths: Sequence[str], under: Stated | None = None) -> Stated:
     return merged.stated
 
 
-def _joined(ref: str) -> Stated:
+def _joined(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
     """``a+b+c``: the GPU names and the presets or scenario files among the parts, laid in order, under the config
     files among them, merged."""
     parts = [p.strip() for p in ref.split(JOIN)]
@@ -451,7 +453,7 @@ def _joined(ref: str) -> Stated:
         if named_gpu(part) is not None and not _exists(part):
             under = under.assign([(("cluster", "gpu"), part)], f"GPU {part} named with the configs")
         elif part in preset_names() or _is_scenario_file(part):
-            under = under.then(stated_scenario(part))
+            under = under.then(stated_scenario(part, _seen + (ref,)))
         else:
             configs.append(part)
     return _imported(configs, under) if configs else under
@@ -472,11 +474,15 @@ def cluster_statement(ref: str) -> Stated:
 
 
 def _is_scenario_file(ref: str) -> bool:
-    """Whether ``ref`` is a YAML/TOML file of scenario keys (a framework's YAML has keys of its own)."""
+    """Whether ``ref`` is a YAML/TOML scenario: a document of scenario keys, or one that has a scenario's sections
+    and that no importer reads (a misspelt key is then named by the scenario's validation, not taken for a config)."""
     if Path(ref).suffix not in CONFIG_SUFFIXES or not _exists(ref):
         return False
-    data = read_document(read_text(ref, "scenario"), Path(ref).suffix, ref)
-    return set(data) <= SCENARIO_KEYS
+    text = read_text(ref, "scenario")
+    data = read_document(text, Path(ref).suffix, ref)
+    if set(data) <= SCENARIO_KEYS:
+        return True
+    return bool(set(data) & SECTIONS_OF_A_JOB) and importer_of(text, Path(ref).name) is None
 
 
 def raw_scenario(ref: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from stepbudget.inputs.complete import Stated
 from stepbudget.inputs.importers.merge import ReadFile
-from stepbudget.inputs.recipes import defaults_taken, recipe
+from stepbudget.inputs.recipes import defaults_taken
 from stepbudget.inputs.scenario import Scenario, flow_yaml
 from stepbudget.views.provenance import provenance_dict
 
@@ -44,9 +44,8 @@ def recipe_lines(sc: Scenario) -> list[str]:
     taken = defaults_taken(sc.framework, sc.sources)
     if not taken:
         return []
-    r = recipe(str(sc.framework))
-    return [f"Assumed from the {r.name} recipe ({r.version}), not stated in the files:",
-            *(f"  {d.field} = {flow_yaml(d.value)}  ({d.source}: {d.native})" for d in taken)]
+    return ["Assumed from the framework's recipe, not stated in the files:",
+            *(f"  {d.field} = {flow_yaml(d.value)}  ({r.where(d)})" for r, d in taken)]
 
 
 def import_lines(text: str, sc: Scenario, files: Sequence[ReadFile]) -> list[Text]:

@@ -79,7 +79,7 @@ def merge(files: Sequence[ReadFile], under: Stated | None = None) -> Merged:
                 problems.append(f"{dotted(path)}: {before[1]} gives {before[0]!r}, {where} gives {value!r}; "
                                 "make the files agree")
                 continue
-            if before is not None and (f.imported.base or before[0] == value):
+            if before is not None and (f.imported.base or (before[0] == value and not before[2])):
                 continue  # a file of defaults never overrides the job's own; an agreeing one keeps the first's name
             claims[path] = (value, where, f.imported.base)
             pairs.append((path, value, where))
