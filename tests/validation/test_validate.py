@@ -264,8 +264,8 @@ def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
     mlperf = {r["id"]: r for r in load_runs(str(EXAMPLES / "mlperf_llama31_runs.yaml"))}
     eos = to_case(mlperf["mlperf50_nvidia_eos_llama31_405b_8192gpu"])
     sc = eos.scenario
-    # ep unlisted, and NeMo 2's recipe holds no EP overlap: the tool's auto, on the critical path
-    assert (sc.overlap.tp, sc.overlap.dp, sc.overlap.pp, sc.overlap.ep) == (1.0, "auto", "auto", "auto")
+    # ep unlisted: NeMo 2's recipe holds no EP overlap, and Megatron-LM's, which it wraps, has none
+    assert (sc.overlap.tp, sc.overlap.dp, sc.overlap.pp, sc.overlap.ep) == (1.0, "auto", "auto", 0.0)
     assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
     assert sc.pipeline_slots == 128 and not any("pipeline split" in a for a in eos.assumptions)  # stated, not inferred
     # Megatron-Bridge's row of the same model and PP 8 x VP 8 prints neither: its framework's recipe gives the
@@ -282,9 +282,11 @@ def test_conversion_reads_the_recipe_overlaps_and_pipeline_slots():
     assert any(a.startswith("model fields the run leaves unstated from the catalog row llama3.1-405b") and "num_layers" in a
                for a in case.assumptions)
     assert l405.cluster.tiers == ()
-    # its recipe entry prints no moe_a2a_overlap and the run lists nothing: the framework recipe's, no EP overlap
+    # its recipe entry prints no moe_a2a_overlap and the run lists nothing: the framework recipe's, no EP overlap,
+    # and no virtual pipeline, so no overlap of the pipeline's sends either
     oss = to_case(by_id["mbridge_gptoss_120b_h100_64gpu_bf16"]).scenario
-    assert (oss.overlap.tp, oss.overlap.ep, oss.overlap.dp, oss.overlap.pp) == (1.0, 0.0, "auto", "auto")
+    assert oss.layout.schedule != "interleaved-1f1b"
+    assert (oss.overlap.tp, oss.overlap.ep, oss.overlap.dp, oss.overlap.pp) == (1.0, 0.0, "auto", 0.0)
     assert source_of(by_id["mbridge_llama3_8b_h100_8gpu_fp8"]) == "Megatron-Bridge"
 
 
@@ -293,9 +295,10 @@ def test_a_runs_overlap_list_adds_to_what_its_framework_hides(tmp_path):
     run["layout"]["overlap"] = ["dp"]
     sc = to_case(run).scenario
     assert (sc.overlap.tp, sc.overlap.pp, sc.overlap.dp) == (1.0, "auto", "auto")  # unlisted: the recipe's
-    run["layout"]["framework"] = "Megatron-LM"  # whose argparse hides nothing unless told
+    run["layout"]["framework"] = "Megatron-LM"  # whose argparse hides no TP, and an interleaved pipeline's sends
     sc = to_case(run).scenario
-    assert (sc.overlap.tp, sc.overlap.pp, sc.overlap.dp) == (0.0, 0.0, "auto")
+    assert sc.layout.schedule == "interleaved-1f1b"
+    assert (sc.overlap.tp, sc.overlap.pp, sc.overlap.dp) == (0.0, "auto", "auto")
     run["layout"]["overlap"] = []
     assert to_case(run).scenario.overlap.dp == 0.0
     run["layout"].update(overlap=None, loss_in_pipeline_split="false", embedding_in_pipeline_split=0)
@@ -439,7 +442,7 @@ def test_explain_prints_one_runs_budget_and_what_was_assumed(tmp_path):
         assert out.exit_code == 2 and "--explain" in out.output and "Traceback" not in out.output
 
 
-def test_out_of_sample_bloom_takes_deepspeeds_rank_order_and_reads_its_embedding_slots():
+def test_out_of_sample_bloom_keeps_deepspeeds_rank_order_and_embedding_slots():
     bloom = str(EXAMPLES / "bloom_runs.yaml")
     rows, summaries = validate(bloom)
     assert len(rows) == 1 and rows[0].error is not None and summaries[0].source == "BLOOM"
@@ -449,17 +452,17 @@ def test_out_of_sample_bloom_takes_deepspeeds_rank_order_and_reads_its_embedding
     assert sc.layout.embedding_in_pipeline_split and sc.layout.loss_in_pipeline_split
     assert sc.pipeline_slots == 72  # 70 blocks and the two embeddings over 12 stages: 6 slots each
     assert not any("pipeline split" in a for a in case.assumptions)
-    # no source prints the rank order, and Megatron-DeepSpeed keeps DeepSpeed's layout, not Megatron-Core's: its
-    # recipe's PipeModelDataParallelTopology (TP fastest, then DP, then PP), listed under the run with its source
-    assert [a.value for a in sc.layout.order] == ["tp", "cp", "dp", "pp"]
-    assert any(a.startswith("layout.order not stated: [tp, cp, dp, pp] (DeepSpeed v0.6.5, ") for a in case.assumptions)
-    # PP crosses nodes and DP shares them, so less of DP's traffic is on the NIC than under the tool's own order
+    # no source prints the rank order, and Megatron-DeepSpeed of 2022 is older than the DeepSpeed recipe
+    # (validation/stated.py BEFORE_RECIPES): the tool's default [tp, cp, pp, dp] stands (inputs/layout.py)
+    assert [a.value for a in sc.layout.order] == ["tp", "cp", "pp", "dp"]
+    # stated, DeepSpeed's PipeModelDataParallelTopology (TP fastest, then DP, then PP) is read: PP crosses nodes,
+    # DP shares them, so less of DP's traffic is on the NIC than under the default order
     run = copy.deepcopy(load_runs(bloom)[0])
-    run["layout"]["order"] = "tp-cp-pp-dp"
-    default = to_case(run).scenario
-    assert [a.value for a in default.layout.order] == ["tp", "cp", "pp", "dp"]
+    run["layout"]["order"] = "tp-cp-dp-pp (DeepSpeed's PipeModelDataParallelTopology: model fastest, then data, then pipe)"
+    ds = to_case(run).scenario
+    assert [a.value for a in ds.layout.order] == ["tp", "cp", "dp", "pp"]
     nic = lambda s, dim: sum(float(x.nic_bytes) for x in sb.estimate(sb.derive(s)).exchanges if x.dim.value == dim)  # noqa: E731
-    assert nic(sc, "pp") > 0 and nic(sc, "dp") < nic(default, "dp")
+    assert nic(ds, "pp") > 0 and nic(ds, "dp") < nic(sc, "dp")
 
 
 @pytest.mark.parametrize("recompute, sp, measured_ms", [

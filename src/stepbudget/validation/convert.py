@@ -76,7 +76,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stepbudget.inputs.recipes import defaults_taken, recipe
+from stepbudget.inputs.recipes import defaults_taken
 from stepbudget.inputs.scenario import Scenario, ScenarioError, build, flow_yaml
 from stepbudget.validation import rules
 from stepbudget.validation.families import SAVES
@@ -217,10 +217,7 @@ def _fitted(r: StatedRun, data: dict, scenario: Scenario, notes: list[str]) -> S
 
 def recipe_lines(sc: Scenario) -> list[str]:
     """A note for each field the run's framework recipe gave: the value as the recipe gives it, and its source."""
-    if sc.framework is None:
-        return []
-    r = recipe(sc.framework)
-    return [f"{d.field} not stated: {flow_yaml(d.value)} ({r.where(d)})" for d in defaults_taken(r.key, sc.sources)]
+    return [f"{d.field} not stated: {flow_yaml(d.value)} ({r.where(d)})" for r, d in defaults_taken(sc.framework, sc.sources)]
 
 
 def _case(r: StatedRun, *, scenario: Scenario | None = None, reason: str | None = None, step: float | None = None,

@@ -104,7 +104,12 @@ class Unpredictable(Exception):
 
 
 OWN_STACKS = re.compile(r"megascale")
-"""Framework texts of stacks built on a recipe's framework whose own defaults their papers state instead."""
+"""Stacks built on a recipe's framework whose papers state their own defaults and their baselines' instead: a run's
+framework text or source that names one."""
+BEFORE_RECIPES = re.compile(r"\b20(?:19|20|21|22)\b|\bcommit [0-9a-f]{7,40}\b")
+"""Framework texts of releases older than the recipes' (2022 at the earliest, DeepSpeed v0.6.5; the Megatron family's
+are of 2024-25), or of a bare commit: the Megatron-LM of 2021 had no pipeline-send overlap to default to, so such a
+run takes its framework family's defaults (families.py) instead."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +148,12 @@ class StatedRun:
     def recipe(self) -> Recipe | None:
         """The framework recipe the run's framework text names (inputs/recipes.py), which fills what the run leaves
         unstated; None for MegaScale and MegaScale-MoE, stacks of their own on Megatron-LM whose papers state what
-        they change (rules.framework_overlap), and for frameworks without a recipe."""
-        return None if OWN_STACKS.search(self.framework.lower()) else recipe_for(self.framework)
+        they change and what their Megatron-LM baselines overlap (rules.framework_overlap), for a framework of a
+        year before the recipes' versions or at a bare commit, and for frameworks without a recipe."""
+        text = self.framework.lower()
+        if OWN_STACKS.search(text) or OWN_STACKS.search(self.source.lower()) or BEFORE_RECIPES.search(text):
+            return None
+        return recipe_for(self.framework)
 
     def recipe_holds(self, field: str) -> bool:
         """Whether the run's recipe gives ``field`` ("overlap.dp"): a rule then leaves it to the recipe."""
