@@ -74,7 +74,7 @@ def test_import_prints_the_recipe_defaults_it_assumed_and_the_keys_it_ignored():
                                  "--set", *NODES], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "Assumed from the framework's recipe" in result.output and "(Megatron-LM core_v0.13.0, " in result.output
-    assert "Ignored in mixtral_8x7b_config.json" in result.output
+    assert "Read past in mixtral_8x7b_config.json" in result.output
     doc = json.loads(runner.invoke(app, ["import", str(MIXTRAL_HF), str(MIXTRAL_MEGATRON), "--cluster", "h100-sxm",
                                          "--set", *NODES, "--json"]).output)
     hf, megatron = (f["ignored"] for f in doc["files"])

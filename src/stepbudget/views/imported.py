@@ -50,7 +50,7 @@ def recipe_lines(sc: Scenario) -> list[str]:
 
 def import_lines(text: str, sc: Scenario, files: Sequence[ReadFile]) -> list[Text]:
     """What ``import`` prints, as plain text: the lists in it are not rich markup."""
-    ignored = [f"Ignored in {f.label} (they change no number stepbudget computes): {', '.join(f.imported.ignored)}"
+    ignored = [f"Read past in {f.label} (not part of a step's time, or not modelled): {', '.join(f.imported.ignored)}"
                for f in files if f.imported.ignored]
     return [Text(line) for line in (text.rstrip("\n"), "", *recipe_lines(sc), *ignored)]
 

@@ -143,3 +143,12 @@ def test_detect_claims_its_files_and_no_other_format():
     for path in others:
         assert not nemo.detect(path.read_text(errors="replace"), path.name), path
     assert not nemo.detect("model: {num_layers: 4}\n", "scenario.yaml")  # a scenario has no trainer section
+
+
+def test_pipeline_overlap_needs_the_interleaved_schedule():
+    """overlap_p2p_comm overlaps the sends of an interleaved pipeline only (Megatron-Core schedules.py)."""
+    doc = ("trainer: {devices: 8, num_nodes: 1}\nmodel:\n  num_layers: 8\n  hidden_size: 1024\n"
+           "  pipeline_model_parallel_size: 2\n  overlap_p2p_comm: true\n  virtual_pipeline_model_parallel_size: VP\n")
+    plain = {".".join(k): v for k, v in nemo.read(doc.replace("VP", "null"), "a.yaml").values.items()}
+    interleaved = {".".join(k): v for k, v in nemo.read(doc.replace("VP", "2"), "a.yaml").values.items()}
+    assert (plain["overlap.pp"], interleaved["overlap.pp"]) == (0.0, "auto")

@@ -286,7 +286,12 @@ def _overlap_and_precision(m: _Reader) -> None:
                            ("model.ub_tp_comm_overlap", "overlap.tp", 1.0),  # :1240 -> ModelParallelConfig.tp_comm_overlap
                            ("model.overlap_p2p_comm", "overlap.pp", "auto")):  # :1246 copied to ModelParallelConfig
         value = m.flag(key)
-        if value is not None:
+        interleaved = r.values.get(("layout", "schedule")) == "interleaved-1f1b"
+        if value is not None and field == "overlap.pp" and value and not interleaved:
+            # Megatron-Core overlaps a pipeline's sends only in the interleaved schedule (schedules.py): without a
+            # virtual pipeline the flag changes nothing
+            r.put(field, 0.0, f"{key} (no virtual pipeline: the sends are not overlapped)")
+        elif value is not None:
             r.put(field, on if value else 0.0, key)
     found, dtype = m.get("model.optim.grad_sync_dtype")
     if found and str(dtype) in _DTYPES:
