@@ -3,7 +3,7 @@ configs hold that the tool reads past."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -12,7 +12,7 @@ from stepbudget.inputs.complete import Stated
 from stepbudget.inputs.importers.merge import ReadFile
 from stepbudget.inputs.recipes import defaults_taken
 from stepbudget.inputs.scenario import Scenario, flow_yaml
-from stepbudget.views.provenance import provenance_dict
+from stepbudget.views.provenance import annotated_yaml, provenance_dict
 
 COMMENT_COLUMN = 48
 """Where the source comments of the written file start, as far as the values allow."""
@@ -21,22 +21,10 @@ COMMENT_COLUMN = 48
 def scenario_text(stated: Stated, files: Sequence[ReadFile]) -> str:
     """What the configs state, as a scenario file: YAML, each value followed by the file and key it came from. Read
     back, it states the same job; the framework it names fills the rest again."""
-    lines: list[tuple[str, str]] = []
-
-    def walk(node: Mapping[str, Any], path: tuple[str, ...], indent: str) -> None:
-        for key, value in node.items():
-            name = ".".join((*path, key))
-            if isinstance(value, Mapping) and value:
-                lines.append((f"{indent}{key}:", ""))
-                walk(value, (*path, key), indent + "  ")
-            else:
-                lines.append((f"{indent}{key}: {flow_yaml(value)}", stated.where.get(name, "").removeprefix("file ")))
-
-    walk(stated.data, (), "")
-    width = min(max((len(text) for text, note in lines if note), default=0), COMMENT_COLUMN)
     read = ", ".join(f"{f.label} ({f.imported.format})" for f in files)
     head = f"# A scenario made by `stepbudget import` from {read}.\n# Each value's comment names the file and key it came from.\n"
-    return head + "".join(f"{text:<{width}}  # {note}\n" if note else f"{text}\n" for text, note in lines)
+    return head + annotated_yaml(stated.data, lambda name: stated.where.get(name, "").removeprefix("file "),
+                                 COMMENT_COLUMN)
 
 
 def recipe_lines(sc: Scenario) -> list[str]:

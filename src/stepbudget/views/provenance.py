@@ -3,7 +3,7 @@ table of the assumptions that move a step most (sweep/assumptions.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import JustifyMethod
@@ -20,23 +20,28 @@ def provenance_dict(sc: Scenario) -> dict[str, dict[str, str]]:
     return {name: source.to_dict() for name, source in sc.sources.items()}
 
 
-def show_yaml(sc: Scenario) -> str:
-    """The resolved scenario as YAML, SI units, each field followed by a comment saying where its value came from."""
-    sources = sc.sources
+def annotated_yaml(data: Mapping[str, Any], note: Callable[[str], str], column: int = 72) -> str:
+    """``data`` as block YAML, each value followed by ``# note(dotted field)`` where the note is not empty, the
+    comments aligned at the longest line up to ``column``."""
     lines: list[tuple[str, str]] = []
 
     def walk(node: Mapping[str, Any], path: tuple[str, ...], indent: str) -> None:
         for key, value in node.items():
-            name = ".".join((*path, key))
             if isinstance(value, Mapping) and value:
                 lines.append((f"{indent}{key}:", ""))
                 walk(value, (*path, key), indent + "  ")
             else:
-                lines.append((f"{indent}{key}: {flow_yaml(value)}", str(sources.get(name, ""))))
+                lines.append((f"{indent}{key}: {flow_yaml(value)}", note(".".join((*path, key)))))
 
-    walk(sc.model_dump(mode="json"), (), "")
-    width = min(max(len(text) for text, note in lines if note), 72)
-    return "".join(f"{text:<{width}}  # {note}\n" if note else f"{text}\n" for text, note in lines)
+    walk(data, (), "")
+    width = min(max((len(text) for text, n in lines if n), default=0), column)
+    return "".join(f"{text:<{width}}  # {n}\n" if n else f"{text}\n" for text, n in lines)
+
+
+def show_yaml(sc: Scenario) -> str:
+    """The resolved scenario as YAML, SI units, each field followed by a comment saying where its value came from."""
+    sources = sc.sources
+    return annotated_yaml(sc.model_dump(mode="json"), lambda name: str(sources.get(name, "")))
 
 
 def assumptions_dict(assumed: list[Assumption]) -> list[dict[str, Any]]:
