@@ -151,8 +151,8 @@ def test_synopsis_options_exist(page, line):
 def test_every_synopsis_line_is_checked():
     # each command of the tool appears in a synopsis with options (the Usage block), so the test above covers it
     commands = {line.split()[1] for _, line in SYNOPSIS}
-    assert {"show", "import", "budget", "memory", "search", "scale", "whatif", "validate", "simulate", "wire", "moe", "serve",
-            "figure", "sweep", "sweep-report"} <= commands
+    assert {"show", "import", "gpus", "budget", "memory", "search", "scale", "whatif", "validate", "simulate", "wire",
+            "moe", "serve", "figure", "sweep", "sweep-report"} <= commands
 
 
 def test_the_architecture_page_names_modules_that_exist():

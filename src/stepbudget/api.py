@@ -631,6 +631,21 @@ def models() -> list:
     return entries()
 
 
+def gpus() -> list[dict[str, Any]]:
+    """The GPU rows (``cluster.gpu: NAME``), SI units: each GPU's datasheet figures and the node it ships in (its
+    scale-up domain, per-GPU rate each way, NICs), with their sources."""
+    from stepbudget.inputs.hardware import Cluster, gpu_node, gpu_presets
+
+    rows = []
+    for key, figures in gpu_presets().items():
+        node = gpu_node(key) or {}
+        cluster = Cluster.model_validate({"gpus": node["gpus_per_node"], "gpu": figures,
+                                          **{k: v for k, v in node.items() if k != "source"}})
+        links = cluster.model_dump(mode="json", include={"gpus_per_node", "nvlink_Bps", "nics_per_node", "nic_Bps"})
+        rows.append({"key": key, "gpu": cluster.gpu.model_dump(mode="json"), "node": {**links, "source": node["source"]}})
+    return rows
+
+
 def profiles() -> list:
     """The shipped calibration profiles, loaded (each with its label: the runs it was fitted on and its error)."""
     from stepbudget.inputs.profiles import load_profile, shipped_profiles

@@ -140,6 +140,15 @@ def models(as_json: AsJson = False) -> None:
 
 
 @command()
+def gpus(as_json: AsJson = False) -> None:
+    """List the GPU rows (cluster.gpu: NAME in a scenario) and the nodes they ship in, with their sources."""
+    from stepbudget.views.gpus import gpus_dict, gpus_table
+
+    rows = api.gpus()
+    _emit(as_json, lambda: gpus_dict(rows), lambda: [gpus_table(rows)])
+
+
+@command()
 def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None, as_json: AsJson = False) -> None:
     """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML, each field with where its
     value came from: stated, model catalog, hardware or tool default. What budget evaluates."""
