@@ -150,8 +150,7 @@ def gpus(as_json: AsJson = False) -> None:
 
 @command()
 def show(scenario: ScenarioArg, sets: Sets = None, profile: ProfileOpt = None, as_json: AsJson = False) -> None:
-    """Print the resolved scenario (preset, base and --set applied, units in SI) as YAML, each field with where its
-    value came from: stated, model catalog, hardware or tool default. What budget evaluates."""
+    """The resolved scenario as YAML, SI units, each field with its source: stated, catalog, framework, GPU, default."""
     from stepbudget.views.provenance import provenance_dict, show_yaml
 
     sc = api.resolved(scenario, sets=_profiled(sets, profile) or [])
@@ -415,8 +414,7 @@ def import_(
     sets: Sets = None,
     as_json: AsJson = False,
 ) -> None:
-    """Make a scenario from the config files you have, each field with the file and key it came from; the framework
-    they name fills the rest with its documented defaults, each with its source line."""
+    """A scenario from your config files, each field with its file and key; their framework's defaults fill the rest."""
     result = api.import_configs(files, cluster=cluster, sets=sets or [], out=out)
     _show(as_json, result, [out])
 
