@@ -32,3 +32,22 @@ def test_a_row_is_what_a_scenario_naming_the_gpu_takes():
                                   "cluster.achieved_flops=null"])
         assert sc.cluster.gpu.peak_bf16_flops == row["gpu"]["peak_bf16_flops"]
         assert sc.cluster.gpu.hbm_bytes == row["gpu"]["hbm_bytes"]
+
+
+def test_a_gb200_nvl72_job_with_ep_64_sends_its_all_to_all_on_nvlink():
+    """The NVL72 rack is one NVLink domain: a job that uses 64 of each rack's 72 GPUs (the row's node is the rack;
+    the job states the 64 it uses) keeps an EP group of 64 inside it, where eight-GPU nodes send much of it over
+    the NICs."""
+    import stepbudget as sb
+
+    def ep_bytes(sc):
+        exchanges = [x for x in sb.estimate(sb.derive(sc)).exchanges if x.dim.value == "ep"]
+        return sum(float(x.nic_bytes) for x in exchanges), sum(float(x.bytes_per_gpu) for x in exchanges)
+
+    rack = load("deepseek-v3").edit(cluster={"gpu": "gb200-nvl72", "gpus_per_node": 64, "nvlink_Bps": "900GB/s",
+                                             "nics_per_node": 64}, layout={"ep_kind": "all-to-all"})
+    nodes = rack.edit(cluster={"gpus_per_node": 8, "nics_per_node": 8})
+    assert rack.cluster.gpu.name.startswith("GB200") and rack.layout.ep == 64
+    on_nic, total = ep_bytes(rack)
+    assert total > 0 and on_nic == 0
+    assert ep_bytes(nodes)[0] > 0.3 * ep_bytes(nodes)[1]  # with eight-GPU nodes, most peers are on other nodes

@@ -13,6 +13,8 @@ CATALOG = {
     "h800-sxm": (989e12, 1979e12, 80e9, 3.35e12, "989 TFLOP/s BF16"),
     "h200-sxm": (989e12, 1979e12, 141e9, 4.8e12, "141 GB HBM3e at 4.8 TB/s"),
     "b200": (2250e12, 4500e12, 180e9, 7.7e12, "dense BF16 2.25 PFLOP/s, FP8 4.5 PFLOP/s, 180 GB HBM3e at 7.7 TB/s"),
+    "gb200-nvl72": (2500e12, 5000e12, 186e9, 8e12, "dense BF16 2,500, FP8 5,000 TFLOP/s"),
+    "gb300-nvl72": (2500e12, 5000e12, 279e9, 8e12, "FP16/BF16 2.5 PFLOP/s, FP8 5 PFLOP/s"),
     "b300": (2250e12, 4500e12, 288e9, 8e12, "dense BF16 2,250, FP8 4,500 TFLOP/s; 288 GB HBM3e at 8.0 TB/s"),
     "mi300x": (1307.4e12, 2614.9e12, 192e9, 5.3e12, "peak dense BF16 1,307.4 TFLOP/s, FP8 2,614.9 TFLOP/s"),
     "mi325x": (1307.4e12, 2614.9e12, 256e9, 6e12, "BF16 1,307.4 TFLOP/s, FP8 2,614.9 TFLOP/s, twice that with "
