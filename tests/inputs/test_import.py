@@ -124,6 +124,11 @@ def test_a_cluster_from_a_preset_takes_only_its_cluster():
     assert sc.cluster.nic_Bps == preset.cluster.nic_Bps and sc.cluster.tiers == preset.cluster.tiers
     assert sc.cluster.gpus == 64  # --set wins; the preset's 16,384 GPUs are not the job's
     assert sc.model.num_layers == 32 and sc.layout.pp == 4
+    # the preset's measured whole-step rate is its own job's, not this one's: the hardware is taken, not the rate
+    assert preset.cluster.rate_scope == "step" and preset.cluster.achieved_flops == 400e12
+    assert sc.cluster.rate_scope == "kernel" and sc.cluster.achieved_flops is None
+    joined = load(f"{MIXTRAL_HF}+{MIXTRAL_MEGATRON}+llama3-405b", NODES)
+    assert joined.model_dump(mode="json") == sc.model_dump(mode="json")  # the same cluster through `+`
 
 
 def test_a_named_model_replaces_the_model_of_a_file_of_defaults():

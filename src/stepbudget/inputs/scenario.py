@@ -359,6 +359,9 @@ def _checks_beside(data: Mapping[str, Any], e: ValidationError) -> list[str]:
 _PRESETS = resources.files("stepbudget.inputs") / "presets"
 
 RATE_FIELDS = ("achieved_flops", "achieved_fraction", "rate_scope")
+MEASURED_JOB = (*RATE_FIELDS, "step_overhead_s", "profile")
+"""A cluster's fields that describe the job measured on it rather than its hardware: what another job run on that
+cluster does not take."""
 """Cluster fields that state a measured rate: they describe the measurement, not a change to the job."""
 
 
@@ -398,8 +401,8 @@ SECTIONS_OF_A_JOB = frozenset({"base", "model", "cluster", "layout", "batch"})
 def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
     """What the preset name, the YAML/TOML scenario path or the framework config ``ref`` states (the files a
     scenario's ``base:`` names first), each value with the preset, file or config key that states it. Several
-    references joined by ``+`` make one job: the config files laid together (importers/merge.py), over the presets,
-    scenario files and GPU names among them."""
+    references joined by ``+`` make one job: the config files laid together (importers/merge.py) on the cluster the
+    GPU names, presets and scenario files among them give (``cluster_statement``)."""
     if JOIN in ref and not _exists(ref):
         return _joined(ref, _seen)
     if ref in _seen:
@@ -443,32 +446,31 @@ def _imported(paths: Sequence[str], under: Stated | None = None) -> Stated:
 
 
 def _joined(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
-    """``a+b+c``: the GPU names and the presets or scenario files among the parts, laid in order, under the config
-    files among them, merged."""
+    """``a+b+c``: the config files among the parts, merged, on the cluster the other parts give, laid in order."""
     parts = [p.strip() for p in ref.split(JOIN)]
     if "" in parts:
         raise ScenarioError(f"scenario: {ref[:80]!r} has an empty part; join presets, files and GPU names with +")
     under, configs = Stated(), []
     for part in parts:
-        if named_gpu(part) is not None and not _exists(part):
-            under = under.assign([(("cluster", "gpu"), part)], f"GPU {part} named with the configs")
-        elif part in preset_names() or _is_scenario_file(part):
-            under = under.then(stated_scenario(part, _seen + (ref,)))
+        if named_gpu(part) is not None and not _exists(part) or part in preset_names() or _is_scenario_file(part):
+            under = under.then(cluster_statement(part, _seen + (ref,)))
         else:
             configs.append(part)
     return _imported(configs, under) if configs else under
 
 
-def cluster_statement(ref: str) -> Stated:
-    """The cluster ``import --cluster`` names: a GPU row (the node it ships in fills the links), or the cluster
-    section of a preset or scenario file; an OptionError naming ``cluster`` otherwise."""
+def cluster_statement(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
+    """The cluster a job's configs run on (``import --cluster``, a part of a ``+`` join): a GPU row (the node it
+    ships in fills the links), or the hardware of a preset's or scenario file's cluster, without what was measured
+    of that file's own job (``MEASURED_JOB``); an OptionError naming ``cluster`` otherwise."""
     if named_gpu(ref) is not None and not _exists(ref):
-        return Stated().assign([(("cluster", "gpu"), ref)], "--cluster")
+        return Stated().assign([(("cluster", "gpu"), ref)], f"GPU {ref}")
     if ref in preset_names() or _is_scenario_file(ref):
-        whole = stated_scenario(ref)
+        whole = stated_scenario(ref, _seen)
         if isinstance(whole.data.get("cluster"), dict):
-            where = {k: w for k, w in whole.where.items() if k.startswith("cluster.")}
-            return Stated({"cluster": copy.deepcopy(whole.data["cluster"])}, where)
+            cluster = {k: copy.deepcopy(v) for k, v in whole.data["cluster"].items() if k not in MEASURED_JOB}
+            where = {k: w for k, w in whole.where.items() if k.split(".")[:1] == ["cluster"] and k.split(".")[1] in cluster}
+            return Stated({"cluster": cluster}, where)
     raise OptionError("cluster", f"{ref[:80]!r} is no GPU ({', '.join(gpu_presets())}), preset or scenario file with "
                                  "a cluster section; give one of them")
 
