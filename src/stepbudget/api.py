@@ -592,17 +592,14 @@ def import_configs(files: Sequence[str | os.PathLike], *, cluster: str | None = 
     scenario file's cluster), with ``sets`` laid over; written to ``out`` as a scenario file when given. Files that
     contradict each other, keys stated badly and a job the files leave incomplete are refused, one line each."""
     from stepbudget.inputs.files import atomic_write
-    from stepbudget.inputs.importers.merge import merge, read_files
-    from stepbudget.inputs.scenario import build_stated, cluster_statement
+    from stepbudget.inputs.scenario import build_stated, cluster_statement, imported
     from stepbudget.views.imported import import_dict, import_lines, scenario_text
 
     if not files:
         raise OptionError("files", "give at least one config file")
     if out is not None:
         check_output(os.fspath(out), (".yaml", ".yml"), "out")
-    merged = merge(read_files(files, "files"), cluster_statement(cluster) if cluster else None)
-    if merged.problems:
-        raise ScenarioError("\n".join(merged.problems))
+    merged = imported(files, cluster_statement(cluster) if cluster else None, "files")
     stated = merged.stated.assign(parse_sets(sets), "--set") if sets else merged.stated
     sc = build_stated(stated)
     text = scenario_text(stated, merged.files)
@@ -638,7 +635,8 @@ def gpus() -> list[dict[str, Any]]:
 
     rows = []
     for key, figures in gpu_presets().items():
-        node = gpu_node(key) or {}
+        node = gpu_node(key)
+        assert node is not None  # every shipped GPU row names its node (tests/inputs/test_gpus.py)
         cluster = Cluster.model_validate({"gpus": node["gpus_per_node"], "gpu": figures,
                                           **{k: v for k, v in node.items() if k != "source"}})
         links = cluster.model_dump(mode="json", include={"gpus_per_node", "nvlink_Bps", "nics_per_node", "nic_Bps"})

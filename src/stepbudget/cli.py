@@ -41,7 +41,7 @@ FLAGS = {"tokens": "--tokens", "group_by": "--group-by", "params": "--params", "
          "run_id": "--explain", "runs file": "--runs", "out": "--out", "window_s": "--window", "steps": "--steps",
          "compute_cv": "--jitter", "link_cv": "--link-jitter", "workers": "--workers", "scheduler": "--scheduler",
          "straggler": "--straggler", "straggler_p": "--straggler P", "straggler_slowdown": "--straggler SLOWDOWN",
-         "link_rate": "--link-rate", "counter window": "--window", "replicas": "--replicas", "vary": "--vary",
+         "link_rate": "--link-rate", "replicas": "--replicas", "vary": "--vary",
          "variants": "--vary", "chapter": "--chapter", "converging": "--converging",
          "switch_buffer_bytes": "--switch-buffer", "lang": "--lang", "ident": "ID",
          "override": "--set", "files": "FILE", "cluster": "--cluster"}

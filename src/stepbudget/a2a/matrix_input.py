@@ -17,8 +17,7 @@ from numbers import Integral
 
 import numpy as np
 
-from stepbudget.inputs.errors import OptionError
-from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.files import read_bytes
 from stepbudget.sim import _core
 

@@ -89,15 +89,17 @@ class Stated:
 
     def then(self, other: "Stated") -> "Stated":
         """These statements with ``other``'s laid over them, each value keeping where ``other`` says it was stated."""
-        out = self
-        for path, value in _assignments(other.data):
-            out = out.assign([(path, value)], other.where.get(dotted(path), "given"))
-        return out
+        return self.assign_each((path, value, other.where.get(dotted(path), "given"))
+                                for path, value in _assignments(other.data))
 
     def assign(self, pairs: Iterable[tuple[Path, Any]], where: str) -> "Stated":
         """These statements with each ``(path, value)`` set in order; a mapping value replaces the section whole."""
+        return self.assign_each((path, value, where) for path, value in pairs)
+
+    def assign_each(self, triples: Iterable[tuple[Path, Any, str]]) -> "Stated":
+        """These statements with each ``(path, value, where)`` set in order, each value stated at its ``where``."""
         data, stated_at = copy.deepcopy(dict(self.data)), dict(self.where)
-        for path, value in pairs:
+        for path, value, where in triples:
             _assign(data, stated_at, path, value, where)
         return Stated(data, stated_at)
 

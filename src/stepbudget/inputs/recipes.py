@@ -70,6 +70,10 @@ class Recipe:
     """The frameworks this one wraps (NeMo runs Megatron-LM's model code; DeepSpeed's engine runs
     Megatron-DeepSpeed's): a job whose files name both runs under this one."""
 
+    def default(self, field: str) -> Default | None:
+        """The recipe's first row for ``field``, or None where it holds none."""
+        return next((d for d in self.defaults if d.field == field), None)
+
     def where(self, default: Default) -> str:
         """Where one default comes from, as ``show`` prints it."""
         return f"{self.name} {self.version}, {default.source}: {default.native}"

@@ -23,7 +23,7 @@ from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.files import read_text
 from stepbudget.inputs.hardware import Cluster, gpu_presets, named_gpu
 from stepbudget.inputs.importers import importer_of
-from stepbudget.inputs.importers.merge import merge, read_files
+from stepbudget.inputs.importers.merge import Merged, merge, read_files
 from stepbudget.inputs.layout import (Batch, FlopsConvention, Layout, OverlapSettings, Precision, shard_groups_split,
                                       stated_rank_layers)
 from stepbudget.inputs.model import Model
@@ -371,7 +371,14 @@ def _rate_fields(changes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def preset_names() -> list[str]:
-    return sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml"))
+    """The shipped presets' names (a fresh list)."""
+    return list(_preset_names())
+
+
+@functools.cache
+def _preset_names() -> tuple[str, ...]:
+    # package data: listed once, as every scenario reference and every part of a `+` join asks
+    return tuple(sorted(p.name.removesuffix(".yaml") for p in _PRESETS.iterdir() if p.name.endswith(".yaml")))
 
 
 def _exists(path: str) -> bool:
@@ -391,8 +398,7 @@ MAX_BASE_DEPTH = 32
 
 JOIN = "+"
 """Joins the parts of one job given as several references: ``config.json+pretrain_llama.sh+h100-sxm``."""
-SCENARIO_KEYS = frozenset({"base", "name", "description", "source", "framework", "model", "cluster", "layout", "batch",
-                           "precision", "overlap", "flops"})
+SCENARIO_KEYS = frozenset(Scenario.model_fields) | {"base"}
 """The top-level keys of a scenario document: a YAML or TOML file with any other key is a framework's config."""
 CONFIG_SUFFIXES = (".yaml", ".yml", ".toml")
 SECTIONS_OF_A_JOB = frozenset({"base", "model", "cluster", "layout", "batch"})
@@ -422,9 +428,10 @@ def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
                                 "or give a .yaml/.toml path or a framework's config")
         raise ScenarioError(f"scenario: file {ref!r} not found; check the path")
     else:
-        if not _is_scenario_file(ref):
-            return _imported([ref])
-        data, where = read_document(read_text(ref, "scenario"), path.suffix, ref), f"file {ref}"
+        document = _scenario_document(ref)
+        if document is None:
+            return imported([ref]).stated
+        data, where = document, f"file {ref}"
     plain(data)
     base = data.pop("base", None) if isinstance(data, dict) else None
     if base is None:
@@ -436,13 +443,13 @@ def stated_scenario(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
     return stated_scenario(base, _seen + (ref,)).over(data, where)
 
 
-def _imported(paths: Sequence[str], under: Stated | None = None) -> Stated:
+def imported(paths: Sequence[str | os.PathLike], under: Stated | None = None, what: str = "scenario") -> Merged:
     """The job the config files at ``paths`` state together, over ``under``; a ScenarioError lists every
-    contradiction and every key a file states badly."""
-    merged = merge(read_files(paths), under)
+    contradiction and every key a file states badly (a file no importer reads names ``what``)."""
+    merged = merge(read_files(paths, what), under)
     if merged.problems:
         raise ScenarioError("\n".join(merged.problems))
-    return merged.stated
+    return merged
 
 
 def _joined(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
@@ -452,39 +459,51 @@ def _joined(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
         raise ScenarioError(f"scenario: {ref[:80]!r} has an empty part; join presets, files and GPU names with +")
     under, configs = Stated(), []
     for part in parts:
-        if named_gpu(part) is not None and not _exists(part) or part in preset_names() or _is_scenario_file(part):
-            under = under.then(cluster_statement(part, _seen + (ref,)))
-        else:
+        cluster = _cluster_of(part, _seen + (ref,))
+        if cluster is None:
             configs.append(part)
-    return _imported(configs, under) if configs else under
+        else:
+            under = under.then(cluster)
+    return imported(configs, under).stated if configs else under
 
 
-def cluster_statement(ref: str, _seen: tuple[str, ...] = ()) -> Stated:
-    """The cluster a job's configs run on (``import --cluster``, a part of a ``+`` join): a GPU row (the node it
-    ships in fills the links), or the hardware of a preset's or scenario file's cluster, without what was measured
-    of that file's own job (``MEASURED_JOB``); an OptionError naming ``cluster`` otherwise."""
+def cluster_statement(ref: str) -> Stated:
+    """The cluster ``import --cluster`` names (``_cluster_of``); an OptionError naming ``cluster`` where ``ref`` is
+    no GPU, preset or scenario file with a cluster section."""
+    cluster = _cluster_of(ref)
+    if cluster is None or "cluster" not in cluster.data:
+        raise OptionError("cluster", f"{ref[:80]!r} is no GPU ({', '.join(gpu_presets())}), preset or scenario file "
+                                     "with a cluster section; give one of them")
+    return cluster
+
+
+def _cluster_of(ref: str, _seen: tuple[str, ...] = ()) -> Stated | None:
+    """The cluster a job's configs run on, from a GPU row (the node it ships in fills the links) or from the
+    hardware of a preset's or scenario file's cluster, without what was measured of that file's own job
+    (``MEASURED_JOB``); None where ``ref`` is none of them (a framework's config)."""
     if named_gpu(ref) is not None and not _exists(ref):
         return Stated().assign([(("cluster", "gpu"), ref)], f"GPU {ref}")
-    if ref in preset_names() or _is_scenario_file(ref):
-        whole = stated_scenario(ref, _seen)
-        if isinstance(whole.data.get("cluster"), dict):
-            cluster = {k: copy.deepcopy(v) for k, v in whole.data["cluster"].items() if k not in MEASURED_JOB}
-            where = {k: w for k, w in whole.where.items() if k.split(".")[:1] == ["cluster"] and k.split(".")[1] in cluster}
-            return Stated({"cluster": cluster}, where)
-    raise OptionError("cluster", f"{ref[:80]!r} is no GPU ({', '.join(gpu_presets())}), preset or scenario file with "
-                                 "a cluster section; give one of them")
+    if ref not in preset_names() and _scenario_document(ref) is None:
+        return None
+    whole = stated_scenario(ref, _seen)
+    if not isinstance(whole.data.get("cluster"), dict):
+        return Stated()
+    cluster = {k: copy.deepcopy(v) for k, v in whole.data["cluster"].items() if k not in MEASURED_JOB}
+    where = {k: w for k, w in whole.where.items() if k.split(".")[:1] == ["cluster"] and k.split(".")[1] in cluster}
+    return Stated({"cluster": cluster}, where)
 
 
-def _is_scenario_file(ref: str) -> bool:
-    """Whether ``ref`` is a YAML/TOML scenario: a document of scenario keys, or one that has a scenario's sections
-    and that no importer reads (a misspelt key is then named by the scenario's validation, not taken for a config)."""
+def _scenario_document(ref: str) -> dict[str, Any] | None:
+    """The mapping of the YAML/TOML scenario file ``ref``: a document of scenario keys, or one that has a scenario's
+    sections and that no importer reads (a misspelt key is then named by the scenario's validation, not taken for a
+    config); None for any other file."""
     if Path(ref).suffix not in CONFIG_SUFFIXES or not _exists(ref):
-        return False
+        return None
     text = read_text(ref, "scenario")
     data = read_document(text, Path(ref).suffix, ref)
-    if set(data) <= SCENARIO_KEYS:
-        return True
-    return bool(set(data) & SECTIONS_OF_A_JOB) and importer_of(text, Path(ref).name) is None
+    if set(data) <= SCENARIO_KEYS or set(data) & SECTIONS_OF_A_JOB and importer_of(text, Path(ref).name) is None:
+        return data
+    return None
 
 
 def raw_scenario(ref: str) -> dict[str, Any]:

@@ -388,15 +388,15 @@ def dp_kind(r: StatedRun, sc: dict, notes: list[str]) -> None:
     lay, out = r.layout, sc.setdefault("layout", {})
     zero = _zero_text(lay)
     kind = stated_dp_kind(lay)
-    if kind is None and r.recipe_holds("layout.dp_kind"):
-        kind = next(d.value for d in r.recipe.defaults if d.field == "layout.dp_kind")  # type: ignore[union-attr]
-    elif kind is None:
-        family = r.family
-        kind = family.dp_default
-        said = f"not read ({zero[:40]!r})" if zero else "not stated"
-        notes.append(f"DP sharding {said}: {kind} ({family.dp_default_source})")
-        out["dp_kind"] = kind
+    recipe_default = r.recipe.default("layout.dp_kind") if r.recipe is not None and kind is None else None
+    if recipe_default is not None:
+        kind = recipe_default.value  # completion fills the field from the recipe, with its source line
     else:
+        if kind is None:
+            family = r.family
+            kind = family.dp_default
+            said = f"not read ({zero[:40]!r})" if zero else "not stated"
+            notes.append(f"DP sharding {said}: {kind} ({family.dp_default_source})")
         out["dp_kind"] = kind
     if kind == "fsdp":
         out["reshard_after_forward"] = "not resharded" not in zero

@@ -12,6 +12,7 @@ turn a field's free text into the model's choice (``grad_reduce_precision``, ``p
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -144,7 +145,7 @@ class StatedRun:
         """Built on Megatron-LM (its family in families.py); Megatron-DeepSpeed is DeepSpeed's and keeps its layout."""
         return self.family.name == MEGATRON
 
-    @property
+    @functools.cached_property
     def recipe(self) -> Recipe | None:
         """The framework recipe the run's framework text names (inputs/recipes.py), which fills what the run leaves
         unstated; None for MegaScale and MegaScale-MoE, stacks of their own on Megatron-LM whose papers state what
@@ -157,7 +158,7 @@ class StatedRun:
 
     def recipe_holds(self, field: str) -> bool:
         """Whether the run's recipe gives ``field`` ("overlap.dp"): a rule then leaves it to the recipe."""
-        return self.recipe is not None and any(d.field == field for d in self.recipe.defaults)
+        return self.recipe is not None and self.recipe.default(field) is not None
 
     @property
     def family(self) -> Family:

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from stepbudget.inputs.errors import ScenarioError
+from stepbudget.inputs.errors import OptionError
 from stepbudget.inputs.files import atomic_write
 
 COLORS = ["#3b6ea8", "#d1603d", "#5aa469", "#8e6bb8", "#c49a2c", "#4aa3a1", "#b8527a", "#7a7a7a"]
@@ -43,7 +43,7 @@ def write(figure: dict, path: str | os.PathLike, option: str = "--out") -> None:
         import plotly.graph_objects as go
         import plotly.io as pio
     except ImportError:
-        raise ScenarioError(f"{option}: writing {path.suffix} needs plotly, which is not installed; pip install "
+        raise OptionError(option, f"writing {path.suffix} needs plotly, which is not installed; pip install "
                             "'stepbudget[plot]' (or '.[plot]' from the repository)") from None
     if path.suffix == ".html":
         atomic_write(path, lambda tmp: pio.write_html(figure, tmp, include_plotlyjs=True, full_html=True,
@@ -132,7 +132,7 @@ class _Browser:
             import kaleido
             import plotly
         except ImportError:
-            raise ScenarioError(f"{option}: writing PNG or SVG needs kaleido, which is not installed; pip install "
+            raise OptionError(option, "writing PNG or SVG needs kaleido, which is not installed; pip install "
                                 "'stepbudget[plot]' (or '.[plot]' from the repository), or write .html") from None
         from choreographer.errors import ChromeNotFoundError
 
@@ -140,7 +140,7 @@ class _Browser:
             logging.getLogger(name).addHandler(logging.NullHandler())
         plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # never kaleido's CDN default
         if not plotly_js.is_file():
-            raise ScenarioError(f"{option}: plotly's own plotly.js is missing ({plotly_js}); reinstall plotly "
+            raise OptionError(option, f"plotly's own plotly.js is missing ({plotly_js}); reinstall plotly "
                                 "(pip install --force-reinstall plotly)")
         self._loop = loop = asyncio.new_event_loop()
         # the browser's helper threads are started from this one, so they are daemons too: none holds up exit
@@ -154,7 +154,7 @@ class _Browser:
             self._kaleido = asyncio.run_coroutine_threadsafe(make(), loop).result(TIMEOUT_S)
         except ChromeNotFoundError:
             self._close()
-            raise ScenarioError(f"{option}: PNG and SVG are drawn by Chrome or Chromium, and none was found; install "
+            raise OptionError(option, "PNG and SVG are drawn by Chrome or Chromium, and none was found; install "
                                 "chromium (e.g. apt install chromium) or point BROWSER_PATH at one, or write .html") \
                 from None
         self._opened = asyncio.run_coroutine_threadsafe(self._kaleido.open(), loop)
@@ -184,7 +184,7 @@ class _Browser:
                 self._close()  # the next figure starts a fresh one
                 reason = f"did not answer within {TIMEOUT_S:.0f} s" if isinstance(e, TimeoutError) else \
                     "did not start or closed while drawing"
-                raise ScenarioError(f"{option}: {path} {reason}, so the {opts['format'].upper()} was not written; "
+                raise OptionError(option, f"{path} {reason}, so the {opts['format'].upper()} was not written; "
                                     "try again, point BROWSER_PATH at another Chrome or Chromium, or write .html") \
                     from None
 

@@ -12,8 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from stepbudget.api import MAX_COUNT
-from stepbudget.api import UnitError, parse
+from stepbudget.api import MAX_COUNT, UnitError, parse
 
 class FieldError(ValueError):
     """A control's text can't be used: ``code`` names the catalog message (err.<code>), ``values`` fill it."""

@@ -14,13 +14,9 @@ from typing import Callable
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from stepbudget.api import ScenarioError
-from stepbudget.api import FullModel, Unmapped
-from stepbudget.api import UnitError
-from stepbudget.views import fmt
-from stepbudget.api import FIGURES
+from stepbudget.api import FIGURES, FullModel, ScenarioError, TooLarge, UnitError, Unmapped
 from stepbudget.api import build_figure as build
-from stepbudget.api import TooLarge
+from stepbudget.views import fmt
 from stepbudget.views.i18n import t
 from stepbudget.web.fields import FieldError
 

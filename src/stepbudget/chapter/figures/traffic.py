@@ -87,7 +87,7 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
     near = 2 * step
     far = max(window_s, near)
     if far / window_s > MAX_READINGS:
-        raise OptionError("counter window", f"a {window_s:g} s window gives {far / window_s:,.0f} readings over "
+        raise OptionError("window_s", f"a {window_s:g} s window gives {far / window_s:,.0f} readings over "
                             f"two {step:.3g} s steps, more than {MAX_READINGS:,} to draw; choose a window of at "
                             f"least {far / MAX_READINGS:.3g} s")
     w = wire_of(b, steps=int(np.ceil(far / step)) + 1, window_s=window_s)

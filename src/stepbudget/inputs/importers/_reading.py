@@ -3,6 +3,7 @@ the file that states it, what the file holds that the tool does not use, and wha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,3 +84,23 @@ def integer(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().lstrip("+").isdigit():
         return int(value.strip())
     return None
+
+
+def count(r: Reading, key: str, value: Any, least: int = 1) -> int | None:
+    """A whole number of at least ``least`` as ``key`` states it, or None with a problem naming the key."""
+    n = integer(value)
+    if n is None or n < least:
+        r.problem(key, f"{value!r} is no count; give a whole number >= {least}")
+        return None
+    return n
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds, or None (not JSON, or not an object)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, json_object
 
 FORMAT = "DeepSpeed JSON"
 
@@ -54,19 +54,10 @@ class Taken:
         return [self.name(k) for k in self.data if k not in self.taken]
 
 
-def _object(text: str) -> dict | None:
-    """The JSON object ``text`` holds, or None (not JSON, or not an object)."""
-    if not text.lstrip().startswith("{"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def detect(text: str, name: str) -> bool:
-    data = _object(text)
+    data = json_object(text)
     return data is not None and any(k in data for k in MARKERS) and not any(k in data for k in OTHERS)
 
 

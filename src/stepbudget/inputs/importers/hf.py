@@ -20,7 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, json_object
+from stepbudget.inputs.importers.deepspeed import MARKERS
 
 FORMAT = "Hugging Face config.json"
 
@@ -71,7 +72,7 @@ FAMILIES: dict[str, Family] = {
 }
 
 _LAYERS, _HIDDEN, _HEADS = ("num_hidden_layers", "n_layer"), ("hidden_size", "n_embd"), ("num_attention_heads", "n_head")
-_DEEPSPEED = ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+_DEEPSPEED = MARKERS[:4]
 """Keys only a DeepSpeed config has: such a file is that importer's even when it names a model."""
 
 _REASONS = {
@@ -89,19 +90,11 @@ _DROPOUTS = ("attention_dropout", "hidden_dropout", "attn_pdrop", "resid_pdrop")
 """Dropout on attention scores and layer outputs, whose masks stepbudget counts (model.dropout)."""
 
 
-def _document(text: str) -> dict[str, Any] | None:
-    if not text.lstrip().startswith("{"):
-        return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def detect(text: str, name: str) -> bool:
     """A JSON object naming a model (``model_type`` or ``architectures``) with a transformer's shape keys."""
-    doc = _document(text)
+    doc = json_object(text)
     if doc is None or not ("model_type" in doc or "architectures" in doc) or any(k in doc for k in _DEEPSPEED):
         return False
     return any(k in doc for k in (*_LAYERS, *_HIDDEN, *_HEADS))

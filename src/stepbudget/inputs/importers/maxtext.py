@@ -22,7 +22,7 @@ import yaml
 
 from stepbudget.inputs import catalog
 from stepbudget.inputs.documents import read_yaml
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, count, integer
 
 FORMAT = "MaxText YAML"
 FRAMEWORK = "maxtext"
@@ -102,12 +102,6 @@ def detect(text: str, name: str) -> bool:
     return len(keys & set(_RUN_KEYS)) >= 2
 
 
-def _count(r: Reading, key: str, value: Any, least: int = 1) -> int | None:
-    n = integer(value)
-    if n is None or n < least:
-        r.problem(key, f"{value!r} is no count; give a whole number >= {least}")
-        return None
-    return n
 
 
 class _Mesh:
@@ -209,7 +203,7 @@ def _read_model(r: Reading, data: dict, used: set[str]) -> None:
     for key, field in _MODEL_KEYS.items():
         if key in data:
             used.add(key)
-            if (n := _count(r, key, data[key])) is not None:
+            if (n := count(r, key, data[key])) is not None:
                 r.put(f"model.{field}", n, key)
     if (scale := data.get("global_parameter_scale")) is not None:
         used.add("global_parameter_scale")
@@ -228,7 +222,7 @@ def _read_model(r: Reading, data: dict, used: set[str]) -> None:
     used.add("attention_type")
     if data.get("attention_type") == "mla":
         for key in mla:
-            if (n := _count(r, key, data[key], least=0)) is not None:
+            if (n := count(r, key, data[key], least=0)) is not None:
                 r.put(f"model.mla.{key}", n, key)
     else:
         for key in mla:
@@ -272,7 +266,7 @@ def _read_moe(r: Reading, data: dict, used: set[str]) -> None:
         return
     r.put("model.moe.num_experts", experts, "num_experts")
     for key, field in _MOE_KEYS.items():
-        if key in data and (n := _count(r, key, data[key], least=0 if field != "top_k" else 1)) is not None:
+        if key in data and (n := count(r, key, data[key], least=0 if field != "top_k" else 1)) is not None:
             if key == "base_moe_mlp_dim" and n < 1:
                 r.problem(key, f"{data[key]}: MoE layers need a positive width; give the experts' width")
             else:

@@ -67,7 +67,7 @@ def merge(files: Sequence[ReadFile], under: Stated | None = None) -> Merged:
         problems += [f"{f.label}: {line}" for line in f.imported.problems]
         if f.imported.framework:
             frameworks.setdefault(f.imported.framework, f"{f.label} ({f.imported.format})")
-        pairs = []
+        triples = []
         for path, value in f.imported.values.items():
             if row_named and f.imported.base and path[0] == "model" and path != ("model", "seq_len"):
                 continue
@@ -82,9 +82,8 @@ def merge(files: Sequence[ReadFile], under: Stated | None = None) -> Merged:
             if before is not None and (f.imported.base or (before[0] == value and not before[2])):
                 continue  # a file of defaults never overrides the job's own; an agreeing one keeps the first's name
             claims[path] = (value, where, f.imported.base)
-            pairs.append((path, value, where))
-        for path, value, where in pairs:
-            stated = stated.assign([(path, value)], f"file {where}")
+            triples.append((path, value, f"file {where}"))
+        stated = stated.assign_each(triples)
     if frameworks:
         key = one_framework(set(frameworks))
         if key is None:

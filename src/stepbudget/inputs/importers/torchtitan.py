@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Iterator
 from typing import Any
 
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, count, integer
 
 FORMAT = "torchtitan TOML"
 FRAMEWORK = "torchtitan"
@@ -117,12 +117,6 @@ def _degree(r: Reading, key: str, value: Any, fill_ok: bool = False) -> int | No
     return n
 
 
-def _count(r: Reading, key: str, value: Any) -> int | None:
-    n = integer(value)
-    if n is None or n < 1:
-        r.problem(key, f"{value!r} is no count; give a whole number >= 1")
-        return None
-    return n
 
 
 def _read_model(r: Reading, k: _Keys) -> None:
@@ -222,7 +216,7 @@ def _read_pipeline(r: Reading, k: _Keys, pp: int | None) -> None:
 
 def _read_batch(r: Reading, k: _Keys, got: dict[str, int | None]) -> None:
     key, value = k.take("training.local_batch_size", "training.batch_size")
-    local = _count(r, key, value) if key else None
+    local = count(r, key, value) if key else None
     mbs_key, mbs = k.take("parallelism.pipeline_parallel_microbatch_size")
     nmb_key, nmb = k.take("parallelism.pipeline_parallel_microbatches", "experimental.pipeline_parallel_microbatches")
     pipelined = (got.get("pp") or 1) > 1
@@ -235,10 +229,10 @@ def _read_batch(r: Reading, k: _Keys, got: dict[str, int | None]) -> None:
             if k_:
                 r.ignore(f"{k_} ({v!r}: no pipeline stated)")
     elif mbs_key:
-        if (size := _count(r, mbs_key, mbs)) is not None:
+        if (size := count(r, mbs_key, mbs)) is not None:
             r.put("layout.micro_batch", size, mbs_key)
     elif nmb_key:  # config_manager.py (Dec 2024): the number of micro-batches the local batch is split into
-        n = _count(r, nmb_key, nmb)
+        n = count(r, nmb_key, nmb)
         if n is not None and local is not None and local % n == 0:
             r.put("layout.micro_batch", local // n, f"{key} / {nmb_key}")
         elif n is not None and local is not None:
@@ -380,7 +374,7 @@ def read(text: str, name: str) -> Imported:
     k = _Keys(data)
     _read_model(r, k)
     key, value = k.take("training.seq_len")
-    if key and (s := _count(r, key, value)) is not None:
+    if key and (s := count(r, key, value)) is not None:
         r.put("model.seq_len", s, key)
     got = _read_degrees(r, k)
     _read_pipeline(r, k, got.get("pp"))
