@@ -41,13 +41,14 @@ def one_line(*args: str) -> str:
     return lines[0]
 
 
-def moe_job(model: str, order: list[str] | None = None):
+def moe_job(model: str, order: list[str] | None = None, *, balanced: bool = False):
     """A catalog MoE model at a 4K sequence on 64 H100 (8 a node, 8 x 400G NICs): EP 8, TP 1, PP 1, DP 64,
-    256 sequences a step, in the default rank order unless ``order`` is given (the job of the EP placement fix)."""
+    256 sequences a step, in the default rank order unless ``order`` is given (the job of the EP placement fix);
+    ``balanced``: every expert at the mean load, not the busiest expert's default."""
     from stepbudget.inputs.scenario import build
 
     layout = {"tp": 1, "pp": 1, "dp": 64, "ep": 8} | ({"order": order} if order else {})
-    return build({"model": {"catalog": model, "seq_len": 4096},
+    return build({"model": {"catalog": model, "seq_len": 4096} | ({"moe": {"expert_load": 1}} if balanced else {}),
                   "cluster": {"gpus": 64, "gpu": "h100-sxm", "gpus_per_node": 8, "nvlink_Bps": "450GB/s",
                               "nics_per_node": 8, "nic_Bps": "400Gb/s"},
                   "layout": layout, "batch": {"global_batch_seqs": 256}})

@@ -74,6 +74,15 @@ class Recompute(StrEnum):
     the attention output and the other matmuls are saved."""
 
 
+class Balance(StrEnum):
+    """How an MoE router keeps its experts' loads even, which sets how hot the busiest expert runs."""
+
+    AUX_LOSS = "aux-loss"
+    """An auxiliary balance loss (GShard, Switch Transformer; Megatron-Core's ``aux_loss``)."""
+    LOSS_FREE = "loss-free"
+    """A per-expert bias on the routing scores, updated each step (DeepSeek-V3 2.1.2, Wang et al. 2024)."""
+
+
 class AttentionKernel(StrEnum):
     """Which fused attention kernel runs: the GPU's best (FlashAttention-2 on A100, FlashAttention-3 or
     cuDNN on Hopper, cuDNN on Blackwell: the figures in gpus.yaml) or an older one."""

@@ -149,8 +149,13 @@ def test_buckets_split_the_dp_bytes_without_changing_them(bucket):
 
 def test_moe_adds_an_all_to_all_in_every_moe_layer():
     b = one("deepseek-v3")
-    ep = rows(b, Axis.EP)
-    assert {x.what for x in ep} == {"tokens (dispatch)", "tokens (combine)"}
+    counts, *ep = rows(b, Axis.EP)
+    assert [x.what for x in ep] == ["tokens (dispatch)", "tokens (combine)"]
+    # before each dispatch every rank gathers the EP group's token count per expert (int64), once per MoE layer's
+    # forward: the backward reuses the splits (Megatron-Core token_dispatcher.py)
+    assert counts.what == "token counts" and counts.collective.value == "all-gather" and counts.critical
+    assert float(counts.message_bytes) == 64 * 256 * 8
+    assert float(counts.calls) == pytest.approx(58 / 16 * float(b.plan.microbatches))
     for x in ep:
         # dispatch + combine, forward and backward, per MoE layer per micro-batch
         assert float(x.calls) == pytest.approx(2 * 58 / 16 * float(b.plan.microbatches))
@@ -191,7 +196,7 @@ def test_all_gather_ep_moves_every_token_to_every_rank():
     # MegaScale-MoE 3.2: all-gather the EP group's tokens instead of sending k copies: ep / k times the bytes
     def ep(*sets):
         b = one("megascale-moe-352b", *sets)
-        xs = [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0]
+        xs = [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0 and x.what.startswith("tokens")]
         return xs, b
     a2a, _ = ep()
     ag, b = ep("layout.ep_kind=all-gather")
@@ -208,7 +213,7 @@ def test_deepep_sends_one_nic_copy_per_node_and_forwards_the_rest_on_nvlink():
     sets = ("layout.tp=1", "layout.ep=16", "layout.pp=15", "layout.dp=16")
     def ep(*more):
         b = one("megascale-moe-352b", *sets, *more)
-        return [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0], b
+        return [x for x in b.exchanges if x.dim.value == "ep" and float(x.calls) > 0 and x.what.startswith("tokens")], b
     plain, _ = ep()
     fwd, b = ep("layout.ep_kind=deepep")
     m = b.plan.scenario.model.moe
@@ -296,3 +301,45 @@ def test_per_op_checkpointing_gathers_the_sequence_parallel_inputs_again():
     calls = lambda b, coll: float(next(x.calls for x in rows(b, Axis.TP) if x.collective.value == coll))  # noqa: E731
     assert calls(op, "all-gather") == 1.5 * calls(none, "all-gather")
     assert calls(op, "reduce-scatter") == calls(none, "reduce-scatter")
+
+
+# --- the MoE layer as it runs: the busiest expert, capacity, and the bubble's own pass times ---------------------
+
+def test_experts_padded_to_capacity_exchange_the_capacity_and_gather_no_counts():
+    # Megatron-Core's drop-and-pad path sizes every buffer from the capacity, so no count is gathered or waited for
+    # (token_dispatcher.py core_v0.13.0: drop_and_pad returns before the gather); each expert exchanges cf x the mean
+    dropless = one("megascale-moe-352b", "model.moe.expert_load=1")
+    padded = one("megascale-moe-352b", "model.moe.capacity_factor=1.25", "model.moe.pad_to_capacity=true")
+    assert [x.what for x in rows(dropless, Axis.EP)] == ["token counts", "tokens (dispatch)", "tokens (combine)"]
+    assert [x.what for x in rows(padded, Axis.EP)] == ["tokens (dispatch)", "tokens (combine)"]
+    for x, y in zip(rows(dropless, Axis.EP)[1:], rows(padded, Axis.EP)):
+        assert float(y.bytes_per_gpu) == pytest.approx(1.25 * float(x.bytes_per_gpu))
+        assert float(y.bandwidth_s) == pytest.approx(1.25 * float(x.bandwidth_s))
+
+
+def test_a_hotter_expert_is_never_faster():
+    steps = [float(one("megascale-moe-352b", f"model.moe.expert_load={load}").step_s) for load in (1, 1.2, 1.52, 3)]
+    assert steps == sorted(steps) and steps[0] < steps[-1]
+    # a capacity caps the busiest expert: dropping the excess above 1.25 x the mean is as fast as a load of 1.25
+    capped = one("megascale-moe-352b", "model.moe.expert_load=3", "model.moe.capacity_factor=1.25")
+    assert float(capped.step_s) == pytest.approx(float(one("megascale-moe-352b", "model.moe.expert_load=1.25").step_s))
+
+
+def test_the_dualpipe_bubble_uses_the_passes_own_backward_and_weight_gradient():
+    # DeepSeek-V3 Table 2: (p/2 - 1)(F&B + B - 3W) with F&B = F + B; the operator model times F, B and W itself
+    b = one("deepseek-v3")
+    p = b.plan
+    ratio, w = float(p.backward_ratio), float(p.w_frac)
+    layer = [op for op in p.operators if not op.output_layer]
+    fwd = sum(op.share * float(op.fwd_s) for op in layer)
+    wgrad = sum(op.share * float(op.wgrad_s) for op in layer)
+    assert 0 < wgrad < ratio * fwd and w == pytest.approx(wgrad / (ratio * fwd))
+    assert w < 0.5  # the attention core and the memory-bound kernels have no weight gradient
+    F, B, W = 1.0, ratio, ratio * w
+    fraction = (16 / 2 - 1) * (F + B + B - 3 * W) / (float(p.microbatches) * (F + B))
+    per_microbatch = float(b.compute_s - p.optimizer_s) + sum(float(e) for x, e in zip(b.exchanges, b.exposed_s)
+                                                                if x.critical)
+    assert float(b.bubble_s) == pytest.approx(fraction * per_microbatch)
+    # a stated rate has no operators: the bubble takes the defaults B = 2F, W = B / 2
+    stated = one("deepseek-v3", "cluster.achieved_fraction=0.4")
+    assert (stated.plan.backward_ratio, stated.plan.w_frac) == (2.0, 0.5)

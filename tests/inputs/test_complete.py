@@ -111,3 +111,32 @@ def test_a_copy_with_changes_states_its_whole_self():
     copy = load("llama3-405b").model_copy(update={"name": "mine"})
     assert {s.origin for s in copy.sources.values()} == {Origin.STATED}
     assert copy.sources["layout.recompute"].where == "given" and copy.edit(layout={"pp": 8, "dp": 256}).layout.pp == 8
+
+
+MOE_JOB = {"model": {"catalog": "qwen3-30b-a3b", "seq_len": 4096}, "cluster": {"gpus": 64, "gpu": "h100-sxm"},
+           "layout": {"tp": 1, "pp": 1, "dp": 64, "ep": 8}, "batch": {"global_batch_seqs": 256}}
+
+
+@pytest.mark.parametrize(("moe", "load", "where"), [
+    ({}, 1.52, "MaxVio 0.52 under an auxiliary loss"),  # the row states no balance: an auxiliary loss, the default
+    ({"balance": "loss-free"}, 1.04, "MaxVio 0.04 under loss-free"),
+])
+def test_an_moe_job_is_told_how_hot_its_busiest_expert_runs_and_why(moe, load, where):
+    sc = build({**MOE_JOB, "model": {**MOE_JOB["model"], "moe": moe}})
+    assert sc.model.moe.expert_load == load
+    source = sc.sources["model.moe.expert_load"]
+    assert source.origin == Origin.DEFAULT and "Wang et al. 2024 (arXiv 2408.15664) Table 2" in source.where
+    assert where in source.where
+
+
+@pytest.mark.parametrize("moe", [{"expert_load": 1.1}, {"popularity_skew": 0.8},
+                                 {"capacity_factor": 1.0, "pad_to_capacity": True}])
+def test_a_stated_load_skew_or_padding_sets_the_load_itself(moe):
+    sc = build({**MOE_JOB, "model": {**MOE_JOB["model"], "moe": moe}})
+    assert sc.model.moe.expert_load == moe.get("expert_load")
+    assert sc.sources["model.moe.expert_load"].origin == (Origin.STATED if "expert_load" in moe else Origin.DEFAULT)
+
+
+def test_padding_without_a_capacity_is_refused_by_name():
+    with pytest.raises(ScenarioError, match=r"model.moe.pad_to_capacity: padding needs a capacity"):
+        build({**MOE_JOB, "model": {**MOE_JOB["model"], "moe": {"pad_to_capacity": True}}})

@@ -16,6 +16,9 @@ K = Kernels(gemm=0.8, gemm_fp8=0.7, gemm_half_dim=64, attention_fwd=0.6, attenti
 PEAK, HBM = 989e12, 3.35e12
 
 
+BALANCED = "model.moe.expert_load=1"
+"""Every expert at the mean load: the routing these tests count by hand."""
+
 def _ops(name, *sets, T=8192, t=8, sp=True):
     m = sb.load(name, list(sets)).model
     return {op.name: op for op in layer_ops(m, T, m.seq_len, t, sp, 1, t, K, PEAK, PEAK, K.gemm, HBM)}, m
@@ -86,7 +89,7 @@ def test_llama3_layer_operators_at_8k():
 
 
 def test_moe_experts_run_at_their_token_counts():
-    m = sb.load("megascale-moe-352b").model  # 32 experts, top-3, expert FFN 14,336, SwiGLU
+    m = sb.load("megascale-moe-352b", [BALANCED]).model  # 32 experts, top-3, expert FFN 14,336, SwiGLU
     T, ep = 8192, 8
     ops = {op.name: op for op in layer_ops(m, T, m.seq_len, 1, False, ep, 1, K, PEAK, PEAK, K.gemm, HBM)}
     per_expert = T * ep * 3 / 32  # balanced routing: tokens of the EP group x top-k / experts
@@ -104,14 +107,32 @@ def test_skewed_routing_runs_the_experts_at_the_busiest_gpus_token_count():
     m = sb.load("megascale-moe-352b", ["model.moe.popularity_skew=0.8"]).model
     T, ep = 8192, 8
     skewed = {op.name: op for op in layer_ops(m, T, m.seq_len, 1, False, ep, 1, K, PEAK, PEAK, K.gemm, HBM)}
-    flat = {op.name: op for op in layer_ops(sb.load("megascale-moe-352b").model, T, m.seq_len, 1, False, ep, 1, K, PEAK,
-                                            PEAK, K.gemm, HBM)}
+    flat = {op.name: op for op in layer_ops(sb.load("megascale-moe-352b", [BALANCED]).model, T, m.seq_len, 1, False,
+                                            ep, 1, K, PEAK, PEAK, K.gemm, HBM)}
     factor = busiest_gpu_factor(32, 3, ep, 0.8)
     assert factor > 1.2
     for name, what in (("experts up", "flops"), ("experts down", "flops"), ("experts activation + permute", "bytes")):
         assert float(getattr(skewed[name], what)) == pytest.approx(factor * float(getattr(flat[name], what)))
         assert float(skewed[name].fwd_s) > float(flat[name].fwd_s)
     assert float(skewed["qkv"].fwd_s) == float(flat["qkv"].fwd_s)  # attention does not see the routing
+
+
+@pytest.mark.parametrize(("sets", "factor"), [
+    ([], 1 + 0.52 * 8 / 32),  # aux-loss: the busiest expert at 1.52x (Wang et al. 2024 Table 2), 3 others at the mean
+    (["model.moe.balance=loss-free"], 1 + 0.04 * 8 / 32),
+    (["model.moe.expert_load=2"], 1 + 1 * 8 / 32),
+    (["model.moe.expert_load=2", "model.moe.capacity_factor=1.25"], 1 + 0.25 * 8 / 32),  # drops above the capacity
+    (["model.moe.capacity_factor=1.25", "model.moe.pad_to_capacity=true"], 1.25),  # every expert padded to it
+])
+def test_the_busiest_expert_sets_the_experts_token_count(sets, factor):
+    T, ep = 8192, 8
+    flat = {op.name: op for op in layer_ops(sb.load("megascale-moe-352b", [BALANCED]).model, T, 4096, 1, False, ep, 1,
+                                            K, PEAK, PEAK, K.gemm, HBM)}
+    loaded = {op.name: op for op in layer_ops(sb.load("megascale-moe-352b", sets).model, T, 4096, 1, False, ep, 1, K,
+                                              PEAK, PEAK, K.gemm, HBM)}
+    for name in ("experts up", "experts down"):
+        assert float(loaded[name].flops) == pytest.approx(factor * float(flat[name].flops))
+    assert float(loaded["router"].flops) == float(flat["router"].flops)  # every token is scored, however it routes
 
 
 def test_mla_projections():

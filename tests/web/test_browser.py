@@ -73,10 +73,11 @@ def test_panel_5_3_hpn_reread_and_the_ep_exercise(watched, server):
     tokens, k = s // 8, 2  # a micro-batch's tokens over TP 8, top-2
     calls = 96 // 8 * (8192 // 512) * 2  # MoE layers a GPU holds x micro-batches x (forward, backward)
     ep = 2 * calls * tokens * k * h * 2 * 63 / 64  # dispatch and combine, the 63/64 that leave the GPU
-    expect(page.locator("#p53-t-total-ep .value")).to_have_text(fmt_bytes(ep))
+    counts = calls // 2 * 64 * 64 * 8 * 63 / 64  # each forward dispatch first gathers 64 ranks' int64 count per expert
+    expect(page.locator("#p53-t-total-ep .value")).to_have_text(fmt_bytes(ep + counts))
     assert "64 experts, top-2" in page.inner_text("#p53-out")  # the panel says what it assumed
     rows = page.locator("#p53-table tr.dim-ep")
-    assert rows.count() == 2 and all("critical path" in rows.nth(i).inner_text() for i in range(2))
+    assert rows.count() == 3 and all("critical path" in rows.nth(i).inner_text() for i in range(3))
     pick(page, "p53-preset", "deepseek-v3")  # a preset button resets the degrees
     expect(page.locator("#p53-tp")).to_have_value("1")
     expect(page.locator("#p53-ep")).to_have_value("64")

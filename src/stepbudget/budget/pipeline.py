@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from stepbudget.enums import DUALPIPE_CODE, SCHEDULE_BY_CODE, SCHEDULE_CODES, Schedule, schedule_code
+from stepbudget.plan.operators import BACKWARD_RATIO, W_FRAC
 
 __all__ = [
     "SCHEDULE_REASONS",
@@ -53,12 +54,6 @@ _1F1B = SCHEDULE_CODES[Schedule.ONE_F_ONE_B]
 _INTERLEAVED = SCHEDULE_CODES[Schedule.INTERLEAVED_1F1B]
 _ZB_H1 = SCHEDULE_CODES[Schedule.ZB_H1]
 _ZB_H2 = SCHEDULE_CODES[Schedule.ZB_H2]
-
-BACKWARD_RATIO = 2.0
-"""Default ``t_b / t_f``: backward is twice forward (two matmuls per forward matmul), Narayanan21 §2.2."""
-
-W_FRAC = 0.5
-"""Default ``t_w / t_b``: weight gradient is half the backward (ZB paper's T_B = T_W)."""
 
 
 # --- bubble -------------------------------------------------------------------------------

@@ -211,7 +211,9 @@ def _kernel_budget(plan: Plan) -> Budget:
     # the bubble idles a stage for (p-1)/(v m) of everything on its micro-batches' critical path:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
     per_microbatch = passes_s + sum(e for x, e in zip(xs, exposed) if x.critical)
-    bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v) * per_microbatch
+    # with the passes' own backward and weight-gradient shares: the zero-bubble and DualPipe bubbles depend on them
+    bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v, w_frac=plan.w_frac,
+                                      backward_ratio=plan.backward_ratio) * per_microbatch
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
     contention = plan.comm_sm_share * hidden

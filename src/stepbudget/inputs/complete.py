@@ -29,12 +29,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepbudget.enums import Origin
+from stepbudget.enums import Balance, Origin
 from stepbudget.inputs import catalog, recipes
 from stepbudget.inputs.errors import OptionError, ScenarioError
 from stepbudget.inputs.hardware import gpu_node, gpu_presets, named_gpu
 from stepbudget.inputs._types import Frozen
 from stepbudget.inputs.layout import Layout, OverlapSettings, Precision
+from stepbudget.inputs.model import BALANCED_LOAD
 
 Path = tuple[str, ...]
 """A field's place in the scenario's schema: ``("layout", "pp")``."""
@@ -172,6 +173,7 @@ def complete(stated: Stated) -> Completed:
     _hardware_row(data, sources, problems)
     _expert_order(data, sources)
     _data_parallel(data, sources)
+    _expert_load(data, sources)
     return Completed(data, sources, problems)
 
 
@@ -189,6 +191,21 @@ def _expert_order(data: dict, sources: dict[str, Source]) -> None:
         layout["order"] = list(EXPERT_ORDER)
         sources["layout.order"] = Source(Origin.DEFAULT, "Megatron-Core's order for expert parallelism, "
                                                          "parallel_state.py order='tp-cp-ep-dp-pp'")
+
+
+def _expert_load(data: dict, sources: dict[str, Source]) -> None:
+    """An MoE job that states no busiest-expert load takes the one measured under its balance (model.BALANCED_LOAD),
+    named with its source; padding to capacity or a stated skew sets the load instead, so none is filled there."""
+    model = data.get("model")
+    moe = model.get("moe") if isinstance(model, dict) else None
+    if not isinstance(moe, dict) or "expert_load" in moe or moe.get("pad_to_capacity") or moe.get("popularity_skew"):
+        return
+    try:
+        load, where = BALANCED_LOAD[Balance(moe.get("balance", Balance.AUX_LOSS))]
+    except ValueError:  # an unknown balance: validation names it
+        return
+    moe["expert_load"] = load
+    sources["model.moe.expert_load"] = Source(Origin.DEFAULT, where)
 
 
 def _count(value: object) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from stepbudget.enums import Activation, Positions
+from stepbudget.enums import Activation, Balance, Positions
 from stepbudget.inputs._types import MAX_COUNT, Count, Frozen
 
 
@@ -21,6 +21,17 @@ class MLA(Frozen):
     """Per-head decoupled rotary width (64 in DeepSeek-V3)."""
     v_head_dim: int = Field(gt=0, le=MAX_COUNT)
     """Per-head value width (128 in DeepSeek-V3)."""
+
+
+BALANCED_LOAD: dict[Balance, tuple[float, str]] = {
+    Balance.AUX_LOSS: (1.52, "Wang et al. 2024 (arXiv 2408.15664) Table 2: MaxVio 0.52 under an auxiliary loss "
+                             "(3B model; 0.72 at 1B)"),
+    Balance.LOSS_FREE: (1.04, "Wang et al. 2024 (arXiv 2408.15664) Table 2: MaxVio 0.04 under loss-free "
+                              "balancing (1B and 3B)"),
+}
+"""The busiest expert's load over the mean under each balance, as measured (MaxVio = max / mean - 1, over the
+validation set), with its source. One dispatch's tokens are far fewer, which adds noise, while a loss computed per
+micro-batch pushes against it: state ``expert_load`` where a job measured it."""
 
 
 class MoE(Frozen):
@@ -44,11 +55,38 @@ class MoE(Frozen):
     """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
     share of the all-to-all then sets its time and its expert GEMMs' (a2a/routing.py; FAST measured
     pairs at 12x the median)."""
+    balance: Balance = Balance.AUX_LOSS
+    """How the router balances the experts' loads: it sets ``expert_load`` where that is not stated."""
+    expert_load: float | None = Field(default=None, ge=1, le=MAX_COUNT)
+    """Tokens the busiest expert gets in one dispatch over the mean; None: the figure measured under
+    ``balance`` (``BALANCED_LOAD``). The GPU holding it waits for it; the rest of the EP group waits for that GPU."""
+    capacity_factor: float | None = Field(default=None, gt=0, le=MAX_COUNT)
+    """Tokens an expert takes, over the mean, before it drops the rest (Switch Transformer 2.2;
+    Megatron-Core's moe_expert_capacity_factor); None: dropless."""
+    pad_to_capacity: bool = False
+    """Every expert computes and exchanges its full capacity, padded (Megatron-Core's
+    moe_pad_expert_input_to_capacity): the load is even, at ``capacity_factor`` times the mean."""
 
     @property
     def shared_width(self) -> int:
         """Intermediate width of one shared expert: shared_ffn_size if given, else expert_ffn_size."""
         return self.shared_ffn_size or self.expert_ffn_size
+
+    @property
+    def busiest_expert_load(self) -> float:
+        """Tokens the busiest expert computes in one dispatch over the mean: ``expert_load`` (else the figure
+        for ``balance``) capped by the capacity, or the capacity itself when every expert is padded to it."""
+        if self.pad_to_capacity and self.capacity_factor is not None:
+            return self.capacity_factor
+        load = self.expert_load if self.expert_load is not None else BALANCED_LOAD[self.balance][0]
+        return load if self.capacity_factor is None else min(load, self.capacity_factor)
+
+    @model_validator(mode="after")
+    def _pad_needs_capacity(self) -> "MoE":
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ValueError("model.moe.pad_to_capacity: padding needs a capacity; set model.moe.capacity_factor "
+                             "(1.0 pads each expert to the mean load)")
+        return self
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoE":

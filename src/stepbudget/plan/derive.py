@@ -23,8 +23,8 @@ from stepbudget.plan.groups import (expert_strides, members_per_node, stage_memb
 from stepbudget.inputs.profiles import NO_PROFILE, Profile
 from stepbudget.plan.calibration import profile_of
 from stepbudget.plan.memory import parameter_copies
-from stepbudget.plan.operators import (Op, attention_kernels, head_ops, layer_ops, layer_times, op_sac_again,
-                                       optimizer_s)
+from stepbudget.plan.operators import (BACKWARD_RATIO, W_FRAC, Op, attention_kernels, head_ops, layer_ops,
+                                       layer_times, layer_wgrad_s, op_sac_again, optimizer_s)
 
 
 # layout fields a sweep may vary, with how to read each from a scenario
@@ -108,6 +108,11 @@ class Plan(LayoutArrays):
     """Optimizer step time inside the compute time (operator model only)."""
     comm_sm_share: float = 0.0
     """Share of the SMs overlapped communication kernels hold (overlap.comm_sm_share, "auto" resolved)."""
+    backward_ratio: np.ndarray | float = BACKWARD_RATIO
+    """A layer's backward (recompute included) over its forward, which the zero-bubble and DualPipe bubbles
+    depend on: the operator model's, else Narayanan21's 2."""
+    w_frac: np.ndarray | float = W_FRAC
+    """The weight-gradient share of that backward: the operator model's, else the zero-bubble paper's 1/2."""
     profile: Profile = NO_PROFILE
     """The calibration profile the operator model's rate and costs carry (none for a stated rate): set by
     ``with_profile``."""
@@ -233,6 +238,8 @@ class _Rate:
     source: str
     operators: tuple[Op, ...] = ()
     optimizer_s: np.ndarray = field(default_factory=lambda: np.asarray(0.0))
+    backward_ratio: np.ndarray | float = BACKWARD_RATIO
+    w_frac: np.ndarray | float = W_FRAC
 
 
 def _stated_rate(scenario: Scenario) -> float | None:
@@ -252,8 +259,9 @@ def _rate(scenario: Scenario, lay: LayoutArrays, work: _Work) -> _Rate:
     sharded = lay.dp_kind != DP_KIND_CODES[DataParallel.DDP]  # ZeRO-1 and up: each rank updates its 1/d shard
     updated = (work.params_dense_per_gpu / np.where(sharded, work.dp_group, 1)
                + work.params_expert_per_gpu / np.where(sharded, work.expert_dp_group, 1))
-    ops, compute, opt_s = _operator_compute(scenario, lay, work.microbatches, updated)
-    return _Rate(work.hardware_flops_per_gpu / compute, "operators", ops, opt_s)
+    ops, compute, opt_s, passes = _operator_compute(scenario, lay, work.microbatches, updated)
+    fwd, bwd, wgrad = passes
+    return _Rate(work.hardware_flops_per_gpu / compute, "operators", ops, opt_s, bwd / fwd, wgrad / bwd)
 
 
 def derive(scenario: Scenario, layouts: Mapping[str, object] | None = None) -> Plan:
@@ -316,6 +324,8 @@ def _plan(scenario: Scenario, counts: ModelCounts, lay: LayoutArrays, work: _Wor
         comm_sm_share=_sm_share(scenario.overlap.comm_sm_share, rate.source),
         operators=rate.operators,
         optimizer_s=rate.optimizer_s,
+        backward_ratio=rate.backward_ratio,
+        w_frac=rate.w_frac,
     )
 
 
@@ -423,10 +433,11 @@ def _sm_share(setting, source: str) -> float:
     return float(setting)
 
 
-def _operator_compute(sc: Scenario, lay: LayoutArrays, microbatches: np.ndarray,
-                      updated_params: np.ndarray) -> tuple[tuple[Op, ...], np.ndarray, np.ndarray]:
-    """(operators, compute seconds per step, optimizer seconds) from the operator model: layers x
-    micro-batches, the output layer, and the optimizer step over ``updated_params`` (this rank's share)."""
+def _operator_compute(sc: Scenario, lay: LayoutArrays, microbatches: np.ndarray, updated_params: np.ndarray
+                      ) -> tuple[tuple[Op, ...], np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(operators, compute seconds per step, optimizer seconds, (forward, backward, weight-gradient) seconds of one
+    average layer) from the operator model: layers x micro-batches, the output layer, and the optimizer step over
+    ``updated_params`` (this rank's share). The backward holds what recompute runs again before it."""
     model, cl, pr = sc.model, sc.cluster, sc.precision
     k = attention_kernels(cl.gpu.kernels, sc.layout.attention_kernel)
     fp8 = pr.gemm == "fp8"
@@ -445,9 +456,10 @@ def _operator_compute(sc: Scenario, lay: LayoutArrays, microbatches: np.ndarray,
     head = head_ops(model, T, tp, k, peak_bf16, cl.gpu.hbm_Bps, pr.grad_buffer_bytes)
     layer, head = [rows.spread_op(op) for op in layer], [rows.spread_op(op) for op in head]
     head_fwd, head_bwd = layer_times(head)
-    per_microbatch = _busiest_stage_s(sc, lay, _layer_s(model, layer, lay.recompute), head_fwd, head_bwd)
+    fwd, bwd = _layer_passes(model, layer, lay.recompute)
+    per_microbatch = _busiest_stage_s(sc, lay, fwd + bwd, head_fwd, head_bwd)
     opt = optimizer_s(updated_params, pr.optimizer_bytes, pr.grad_buffer_bytes, pr.params, k, cl.gpu.hbm_Bps)
-    return tuple(layer + head), microbatches * per_microbatch + opt, opt
+    return tuple(layer + head), microbatches * per_microbatch + opt, opt, (fwd, bwd, layer_wgrad_s(layer))
 
 
 MIN_DISTINCT_ROWS = 64
@@ -495,18 +507,20 @@ class _Distinct:
 
     def spread_op(self, op: Op) -> Op:
         return dataclasses.replace(op, flops=self.spread(op.flops), bytes=self.spread(op.bytes),
-                                   fwd_s=self.spread(op.fwd_s), bwd_s=self.spread(op.bwd_s))
+                                   fwd_s=self.spread(op.fwd_s), bwd_s=self.spread(op.bwd_s),
+                                   wgrad_s=self.spread(op.wgrad_s))
 
 
-def _layer_s(model: Model, layer: list[Op], recompute: np.ndarray) -> np.ndarray:
-    """Seconds of one average layer for one micro-batch: forward, backward and what recompute runs again."""
+def _layer_passes(model: Model, layer: list[Op], recompute: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of one average layer for one micro-batch, the backward with what recompute runs
+    again before it."""
     fwd, bwd = layer_times(layer)
     core = next(op for op in layer if op.kind == "attention")
     # per-op checkpointing is modelled for dense standard blocks only: ask for it only where a layout uses it
     op_sac = op_sac_again(model, layer) if np.any(recompute == RECOMPUTE_CODES[Recompute.SELECTIVE_OP]) else 0.0
     # none, selective, full, selective-op
     again = np.choose(recompute, [np.zeros_like(fwd), core.fwd_s * np.ones_like(fwd), fwd, op_sac * np.ones_like(fwd)])
-    return fwd + bwd + again
+    return fwd, bwd + again
 
 
 def _busiest_stage_s(sc: Scenario, lay: LayoutArrays, layer_s: np.ndarray, head_fwd: np.ndarray,

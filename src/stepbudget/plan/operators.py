@@ -27,6 +27,12 @@ from stepbudget.plan.routing import busiest_gpu_factors
 
 ATTENTION_BWD_RATIO = 2.5
 """FlashAttention backward FLOPs over forward: 5 matmuls against 2 (FlashAttention-2 §3.2)."""
+BACKWARD_RATIO = 2.0
+"""Default ``t_b / t_f`` where no operator model times the passes: backward is twice forward (two matmuls per
+forward matmul), Narayanan21 §2.2."""
+W_FRAC = 0.5
+"""Default ``t_w / t_b`` where no operator model times the passes: the weight gradient is half the backward (the
+zero-bubble paper's T_B = T_W)."""
 ELEMENT_BYTES = 2
 """BF16 activations and weights as the GEMMs read them."""
 FLASH1_OVER_FLASH2 = 0.5
@@ -49,6 +55,9 @@ class Op:
     bwd_s: np.ndarray
     output_layer: bool = False
     """Part of the output layer, which runs once per model (on the last stage), not once per layer."""
+    wgrad_s: np.ndarray | float = 0.0
+    """The weight-gradient part of ``bwd_s`` (a GEMM's wgrad; the zero-bubble papers' W): what ZB and DualPipe
+    schedules defer into the pipeline's bubble."""
 
 
 def attention_kernels(kernels: Kernels, which: AttentionKernel) -> Kernels:
@@ -104,7 +113,7 @@ def gemm(name, M, N, K, count, peak, kernels: Kernels, hbm_Bps, gemm_eff, grad_b
         fwd = fwd + 3 * count * M * K / hbm + q
         dgrad = dgrad + 3 * count * M * N / hbm + q
         wgrad = wgrad + 2 * count * (M * K + M * N) / hbm + 2 * q
-    return Op(name, "gemm", share, flops, E * (M * K + K * N + M * N), fwd, dgrad + wgrad)
+    return Op(name, "gemm", share, flops, E * (M * K + K * N + M * N), fwd, dgrad + wgrad, wgrad_s=wgrad)
 
 
 def memory_op(name, nbytes, kernels: Kernels, hbm_Bps, share=1.0) -> Op:
@@ -232,6 +241,10 @@ def _moe_ops(model: Model, T, t, ep, etp, r: _Rates, peak_bf16: float, ep_gather
     experts = E / ep
     gating = dataclasses.replace(r, peak=peak_bf16, gemm_eff=r.kernels.gemm, fp8=False)  # BF16 (DeepSeek-V3 3.3.1)
     ops = [gating.gemm("router", T_moe, E, h, 1, share=share),
+           # scoring and top-k over the T x E FP32 scores: softmax (read, write), top-k (read), the probabilities
+           # and routing map scattered (write), and the balance loss's own softmax (read, write): six passes
+           # (Megatron-Core core_v0.13.0 moe/router.py aux_loss_load_balancing, compute_routing_scores_for_aux_loss)
+           r.memory("router top-k", 4 * T_moe * E * 6, share=share),
            r.gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share),
            r.gemm("experts down", per_expert, h, fe / etp, experts, share=share)]
     # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
@@ -332,3 +345,9 @@ def layer_times(ops: list[Op]) -> tuple[np.ndarray, np.ndarray]:
     fwd = sum((op.share * op.fwd_s for op in ops), np.zeros(()))
     bwd = sum((op.share * op.bwd_s for op in ops), np.zeros(()))
     return fwd, bwd
+
+
+def layer_wgrad_s(ops: list[Op]) -> np.ndarray:
+    """Weight-gradient seconds of one average layer for one micro-batch: the part of its backward a zero-bubble
+    schedule defers."""
+    return sum((op.share * np.asarray(op.wgrad_s) for op in ops), np.zeros(()))

@@ -106,11 +106,19 @@ def busiest_gpu_factor(num_experts, top_k, ep, skew) -> float:
 
 
 def busiest_gpu_factors(moe, ep) -> np.ndarray:
-    """``busiest_gpu_factor`` of an MoE config (``num_experts``, ``top_k``, ``popularity_skew``) for an
-    array of EP degrees; shape of ``ep``."""
+    """Tokens the busiest of ``ep`` GPUs computes over the mean, for an MoE config; shape of ``ep``.
+
+    A stated ``popularity_skew`` gives ``busiest_gpu_factor`` (capped by the capacity). Otherwise the busiest
+    expert runs at ``busiest_expert_load`` times the mean and the other E / ep experts on its GPU at the mean:
+    ``1 + (load - 1) ep / E``; padded to capacity, every GPU computes the capacity."""
     ep = np.asarray(ep)
-    if float(moe.popularity_skew) == 0:
-        return np.ones(ep.shape)  # balanced: every GPU gets the mean
+    if float(moe.popularity_skew) == 0 or moe.pad_to_capacity:
+        load = moe.busiest_expert_load
+        if load < 1 or moe.pad_to_capacity:  # every expert capped below the mean, or padded: all GPUs alike
+            return np.full(ep.shape, load)
+        return 1 + (load - 1) * ep / moe.num_experts
     degrees, where = np.unique(ep, return_inverse=True)
     values = np.array([busiest_gpu_factor(moe.num_experts, moe.top_k, int(d), moe.popularity_skew) for d in degrees])
+    if moe.capacity_factor is not None:
+        values = np.minimum(values, moe.capacity_factor)
     return values[where].reshape(ep.shape)

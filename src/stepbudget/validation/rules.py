@@ -126,7 +126,10 @@ def moe(r: StatedRun, sc: dict, notes: list[str]) -> None:
     out.update({k: v for k, v in (("num_experts", mo.get("num_experts")), ("top_k", mo.get("top_k")),
                                   ("expert_ffn_size", mo.get("expert_ffn_hidden")),
                                   ("shared_experts", mo.get("shared_experts")),
-                                  ("node_limit", mo.get("node_limit"))) if v is not None})
+                                  ("node_limit", mo.get("node_limit")), ("balance", mo.get("balance")),
+                                  ("expert_load", mo.get("expert_load")),
+                                  ("capacity_factor", mo.get("capacity_factor")),
+                                  ("pad_to_capacity", mo.get("pad_to_capacity"))) if v is not None})
     if m.get("dense_layers") is not None:
         out["first_dense_layers"] = m["dense_layers"]
 

@@ -54,6 +54,9 @@ NIC_BUSBW_SHARE = 47 / 50
 
 RECOMPUTE_MODES = (
     (r"^(none|no)\b", "none"),
+    # DeepSeek-V3 3.2.3 recomputes only RMSNorm and the MLA up-projections: memory-bound kernels and two small
+    # GEMMs, nearer no recompute than the attention core the tool's selective mode runs again
+    (r"rmsnorm.*up-?projection", "none"),
     (r"\b(per|selective)[\s_-]?op\b|\bop[\s_-]?sac\b|\bsac[\s_-]?op\b|selective_ac_option\W*op\b", "selective-op"),
     (r"\bfull\b", "full"),
     (r"selective|remateriali", "selective"),

@@ -12,8 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from stepbudget.budget.step import DIMS, Budget
+from stepbudget.enums import Schedule
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.operators import Op
+from stepbudget.plan.routing import busiest_gpu_factors
 from stepbudget.sweep.calibrate import changed_job
 from stepbudget.units import fmt_bytes, fmt_count, fmt_flop, fmt_flops, fmt_rate, fmt_time
 
@@ -153,7 +155,8 @@ def summary_table(budget: Budget) -> Table:
                      f"whole-step rate was measured: its kernels run at the {fmt_flops(d['carried_rate_flops'])} kernel "
                      f"rate that reproduces that job's step ({d['carried_rate_flops'] / sc.peak_gemm_flops:.1%} of the "
                      "GEMM peak), as scale, search and whatif run it")
-    if budget.plan.rate_source == "operators" and sc.layout.pp > 1 and not d["step_overhead_s"]:
+    if (budget.plan.rate_source == "operators" and sc.layout.pp > 1 and not d["step_overhead_s"]
+            and sc.layout.schedule != Schedule.DUALPIPE and sc.framework not in NOT_MEGATRON):
         notes.append(step_cost_note(d["step_s"]))
     if notes:
         t.caption = "\n".join(notes)
@@ -177,6 +180,10 @@ UNMODELLED_STEP_COST_S = (0.3, 0.9)
 per step of step = a + b m fits, less the model's (docs/validation.md, "Where the model misses": MLPerf's NeMo runs
 0.61 s against 0.28-0.35 s; MegaScale 1.2 s against 0.3 s). Not added to the step by default (no source
 breaks it down); a scenario adds its own with cluster.step_overhead_s."""
+
+
+NOT_MEGATRON = ("torchtitan", "maxtext", "deepspeed")
+"""Frameworks whose pipelines are not Megatron-LM's, which ``UNMODELLED_STEP_COST_S`` was measured on."""
 
 
 def step_cost_note(step_s: float) -> str:
@@ -205,10 +212,15 @@ def operators_table(budget: Budget) -> Table:
                   f"{sec / total:.1%}")
     t.caption = ("shares are of the average stage's compute; the busiest stage and recompute set compute time, "
                  "so shares need not add to 100 %")
-    if p.scenario.model.moe is not None:
-        # docs/validation.md, "Out of sample on H100": every MoE source runs slower than this model (validate)
-        t.caption += ("\nMoE: router and dispatch kernels and the host sync per MoE layer are not modelled; on the "
-                      "MoE runs validate checks, this model's steps come out 6-44 % short (docs/validation.md)")
+    moe = p.scenario.model.moe
+    if moe is not None:
+        busiest = float(np.max(busiest_gpu_factors(moe, p.ep)))
+        load = ("padded to a capacity of" if moe.pad_to_capacity else "busiest expert at")
+        t.caption += (f"\nMoE: {load} {moe.busiest_expert_load:.2f}x the mean load, so the busiest GPU's experts run "
+                      f"{busiest:.2f}x the mean tokens and the all-to-all waits for it; the router's top-k and the "
+                      "token-count gather the host waits on are counted. Not modelled: host launch gaps after that "
+                      "wait, and any per-kernel cost past the roofline; on the MoE runs validate checks, most steps "
+                      "still come out short (docs/validation.md)")
     t.caption_justify = "left"
     return t
 

@@ -171,3 +171,60 @@ def test_detect_claims_its_files_and_no_other_format():
     for path in others:
         assert not bridge.detect(path.read_text(errors="replace"), path.name), path
     assert not bridge.detect("def pretrain_config():\n    return {}\n", "plain.py")  # imports neither framework
+
+
+_ROUTER = '''from megatron.bridge.models import DeepSeekModelProvider
+def pretrain_config():
+    cfg = ConfigContainer(model=DeepSeekModelProvider(num_moe_experts=256, moe_router_topk=8))
+{lines}
+    return cfg
+'''
+
+
+def _router(*lines: str):
+    return bridge.read(_ROUTER.format(lines="\n".join(f"    cfg.model.{line}" for line in lines)), "r.py")
+
+
+def _moe(imported) -> dict[str, object]:
+    return {k: v for k, v in _values(imported).items()
+            if k in ("model.moe.balance", "model.moe.capacity_factor", "model.moe.pad_to_capacity")}
+
+
+def test_router_fields_a_recipe_sets():
+    """No recipe under tests/data/configs/bridge sets them (bridge_deepseek_v3.py leaves them to the model provider):
+    Megatron-Core's TransformerConfig names, set as a recipe would."""
+    bias = _router("moe_router_enable_expert_bias = True", 'moe_router_load_balancing_type = "seq_aux_loss"',
+                   "moe_aux_loss_coeff = 1e-4")
+    assert _moe(bias) == {"model.moe.balance": "loss-free"} and bias.problems == ()
+    # deepseek_v4_bridge.py:488-494: a type Megatron-Core has no name for, beside the bias that decides alone
+    v4 = _router("moe_router_enable_expert_bias = True", 'moe_router_load_balancing_type = "noaux_tc"',
+                 "moe_aux_loss_coeff = 0.0")
+    assert _moe(v4) == {"model.moe.balance": "loss-free"} and v4.problems == ()
+    assert bias.keys[("model", "moe", "balance")] == "cfg.model.moe_router_enable_expert_bias"
+    aux = _router("moe_router_enable_expert_bias = False", 'moe_router_load_balancing_type = "aux_loss"',
+                  "moe_aux_loss_coeff = 1e-2", "moe_expert_capacity_factor = 1.0",
+                  "moe_pad_expert_input_to_capacity = True")
+    assert _moe(aux) == {"model.moe.balance": "aux-loss", "model.moe.capacity_factor": 1.0,
+                         "model.moe.pad_to_capacity": True}
+    assert aux.keys[("model", "moe", "balance")] == \
+        "cfg.model.moe_router_load_balancing_type aux_loss + cfg.model.moe_aux_loss_coeff 0.01"
+
+
+def test_router_fields_the_recipe_leaves_to_the_model_class_are_not_defaulted():
+    """An unset field is the model provider's (Megatron-Bridge's deepseek_v3_bridge.py:74 turns the expert bias on),
+    not Megatron-Core's default: neither a balance nor a missing capacity is concluded from it."""
+    loss = _router('moe_router_load_balancing_type = "seq_aux_loss"', "moe_aux_loss_coeff = 1e-4")
+    assert _moe(loss) == {} and loss.problems == ()
+    assert any(i.startswith("cfg.model.moe_aux_loss_coeff (the balance turns on "
+                            "cfg.model.moe_router_enable_expert_bias too") for i in loss.ignored)
+    pad = _router("moe_pad_expert_input_to_capacity = True")
+    assert _moe(pad) == {} and pad.problems == ()
+    assert any(i.startswith("cfg.model.moe_pad_expert_input_to_capacity (the capacity it pads to") for i in pad.ignored)
+
+
+def test_padding_without_a_capacity_is_a_one_line_problem():
+    imported = _router("moe_expert_capacity_factor = None", "moe_pad_expert_input_to_capacity = True")
+    assert [p.split(":")[0] for p in imported.problems] == ["cfg.model.moe_pad_expert_input_to_capacity"]
+    assert "cfg.model.moe_expert_capacity_factor" in imported.problems[0] and _moe(imported) == {}
+    bad = _router('moe_expert_capacity_factor = "1.0"')
+    assert [p.split(":")[0] for p in bad.problems] == ["cfg.model.moe_expert_capacity_factor"]

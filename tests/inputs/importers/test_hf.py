@@ -63,6 +63,7 @@ EXPECTED = {
         "model.moe.num_experts": 8,  # line 18: num_local_experts
         "model.moe.top_k": 2,  # line 15
         "model.moe.expert_ffn_size": 14336,  # line 11
+        "model.moe.balance": "aux-loss",  # line 22: router_aux_loss_coef 0.02
     },
     "deepseek_v2_lite_config.json": {  # DeepSeek-V2-Lite
         "model.name": "DeepseekV2ForCausalLM",  # line 3
@@ -83,6 +84,7 @@ EXPECTED = {
         "model.moe.expert_ffn_size": 1408,  # line 23: moe_intermediate_size
         "model.moe.shared_experts": 2,  # line 27
         "model.moe.first_dense_layers": 1,  # line 15: first_k_dense_replace
+        "model.moe.balance": "aux-loss",  # line 53: topk_method greedy, line 12: aux_loss_alpha 0.001
         "model.mla.q_lora_rank": 0,  # line 34: null, a full-rank query projection
         "model.mla.kv_lora_rank": 512,  # line 20
         "model.mla.qk_nope_head_dim": 128,  # line 35
@@ -120,6 +122,7 @@ EXPECTED = {
         "model.moe.top_k": 8,  # line 21
         "model.moe.expert_ffn_size": 768,  # line 17
         "model.moe.first_dense_layers": 0,  # lines 6 and 15: step 1, no mlp_only_layers
+        "model.moe.balance": "aux-loss",  # line 28: router_aux_loss_coef 0.001
     },
 }
 
@@ -159,6 +162,8 @@ def test_keys_say_where_each_value_comes_from():
     assert mixtral["model.activation"] == "hidden_act silu (gated MLP: three matrices)"
     assert lite["model.mla.q_lora_rank"] == "q_lora_rank null (full-rank query projection)"
     assert lite["model.moe.num_experts"] == "n_routed_experts"
+    assert lite["model.moe.balance"] == "topk_method greedy + aux_loss_alpha 0.001"
+    assert mixtral["model.moe.balance"] == "router_aux_loss_coef 0.02"
 
 
 def test_unread_keys_are_listed_with_reasons():
@@ -269,6 +274,51 @@ def test_deepseek_v3_mtp_and_ranks():
     assert "model.moe.node_limit" not in values
 
 
+def _deepseek(**router) -> dict:
+    return _doc(model_type="deepseek_v3", num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
+                moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2, **router)
+
+
+def test_deepseek_v3_noaux_tc_is_loss_free():
+    """DeepSeek-V3's config.json states topk_method noaux_tc (the expert bias) and no aux_loss_alpha."""
+    imported = hf.read(_deepseek(topk_method="noaux_tc", scoring_func="sigmoid"), "config.json")
+    assert _values(imported)["model.moe.balance"] == "loss-free"
+    assert _keys(imported)["model.moe.balance"] == "topk_method noaux_tc"
+    assert imported.problems == ()
+
+
+def test_a_loss_beside_the_expert_bias_leaves_it_loss_free():
+    """DeepSeek-V3 2.1.2 keeps a small sequence-wise loss beside the bias; a file may state its weight."""
+    imported = hf.read(_deepseek(topk_method="noaux_tc", aux_loss_alpha=0.0001, seq_aux=True), "config.json")
+    assert _values(imported)["model.moe.balance"] == "loss-free"
+    assert any(i.startswith("aux_loss_alpha (0.0001: a loss beside the expert bias") for i in imported.ignored)
+
+
+@pytest.mark.parametrize("router, ignored", [
+    ({}, None),  # no key says how the router balances: left to the scenario's default
+    ({"topk_method": "greedy"}, "topk_method (greedy without aux_loss_alpha > 0"),
+    ({"topk_method": "group_limited_greedy", "aux_loss_alpha": 0.0}, "topk_method (group_limited_greedy without"),
+    ({"topk_method": "gready"}, "topk_method ('gready': not greedy"),
+    ({"router_aux_loss_coef": 0}, "router_aux_loss_coef (0: no balance loss"),
+])
+def test_balance_is_stated_only_where_a_key_says_so(router, ignored):
+    imported = hf.read(_deepseek(**router), "config.json")
+    assert "model.moe.balance" not in _values(imported) and imported.problems == ()
+    assert ignored is None or any(i.startswith(ignored) for i in imported.ignored)
+
+
+def test_group_limited_greedy_with_its_loss_is_aux_loss():
+    imported = hf.read(_deepseek(topk_method="group_limited_greedy", aux_loss_alpha=0.003), "config.json")
+    assert _values(imported)["model.moe.balance"] == "aux-loss"
+    assert _keys(imported)["model.moe.balance"] == "topk_method group_limited_greedy + aux_loss_alpha 0.003"
+
+
+def test_a_dense_model_states_no_balance():
+    imported = hf.read(_doc(model_type="llama", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                            router_aux_loss_coef=0.02), "config.json")
+    assert "model.moe.balance" not in _values(imported) and "router_aux_loss_coef" in imported.ignored
+
+
 def test_generation_top_k_is_no_moe_setting():
     imported = hf.read(_doc(model_type="llama", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                             top_k=50, top_p=0.9, temperature=0.7, do_sample=True), "config.json")
@@ -311,10 +361,17 @@ def test_garbage_is_a_problem(text):
 def test_bad_values_are_problems_naming_the_key():
     imported = hf.read(_doc(model_type="llama", num_hidden_layers="eighty", hidden_size=-8, num_attention_heads=4.5,
                             tie_word_embeddings="yes", attention_dropout=2, num_local_experts=8,
-                            num_experts_per_tok=None), "config.json")
+                            num_experts_per_tok=None, router_aux_loss_coef="0.02"), "config.json")
     values, problems = _values(imported), " | ".join(imported.problems)
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "tie_word_embeddings",
-                "attention_dropout", "num_experts_per_tok"):
+                "attention_dropout", "num_experts_per_tok", "router_aux_loss_coef"):
         assert key in problems
     assert not {"model.num_layers", "model.hidden_size", "model.num_heads", "model.tied_embeddings",
-                "model.dropout", "model.moe.top_k"} & set(values)
+                "model.dropout", "model.moe.top_k", "model.moe.balance"} & set(values)
+
+
+@pytest.mark.parametrize("router, key", [({"topk_method": "greedy", "aux_loss_alpha": -1}, "aux_loss_alpha"),
+                                         ({"topk_method": 3}, "topk_method")])
+def test_bad_router_keys_are_problems_naming_the_key(router, key):
+    imported = hf.read(_deepseek(**router), "config.json")
+    assert [p.split(":")[0] for p in imported.problems] == [key] and "model.moe.balance" not in _values(imported)

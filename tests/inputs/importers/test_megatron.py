@@ -65,7 +65,9 @@ def test_mixtral_moe_and_expert_parallel():
     assert {k: s[k] for k in s if k.startswith("model.moe")} == {
         "model.moe.num_experts": 8, "model.moe.top_k": 2,  # lines 51-52
         "model.moe.expert_ffn_size": 14336,  # no --moe-ffn-hidden-size: Megatron takes --ffn-hidden-size (line 34)
+        "model.moe.balance": "aux-loss",  # lines 53-54: --moe-router-load-balancing-type aux_loss, coeff 1e-2
     }
+    assert got.keys[("model", "moe", "balance")] == "--moe-router-load-balancing-type aux_loss + --moe-aux-loss-coeff 0.01"
     assert (s["model.num_layers"], s["model.hidden_size"], s["model.num_kv_heads"]) == (32, 4096, 8)  # 32-33, 44
     assert (s["layout.tp"], s["layout.pp"], s["layout.ep"], s["layout.expert_tp"]) == (1, 4, 8, 1)  # lines 83-85
     assert (s["layout.dp_kind"], s["layout.sequence_parallel"], s["overlap.dp"]) == ("zero1", True, "auto")
@@ -86,7 +88,12 @@ def test_deepseek_v3_mla_moe_mtp_inside_a_heredoc_launch():
         "model.moe.num_experts": 256, "model.moe.top_k": 8, "model.moe.expert_ffn_size": 2048,  # 87, 92, 89
         "model.moe.shared_experts": 1, "model.moe.shared_ffn_size": 2048,  # line 90
         "model.moe.first_dense_layers": 3,  # line 88: [0]*3+[1]*58
+        "model.moe.balance": "loss-free",  # line 102: --moe-router-enable-expert-bias
+        "model.moe.expert_load": 1.0,  # line 106: --moe-router-force-load-balancing, a benchmark's even routing
     }
+    # lines 91 and 97: DeepSeek-V3's sequence-wise loss at 1e-4, beside the bias
+    assert any(i.startswith("--moe-router-load-balancing-type seq_aux_loss + --moe-aux-loss-coeff 0.0001 (beside "
+                            "the expert bias") for i in got.ignored)
     assert (s["model.num_layers"], s["model.hidden_size"], s["model.ffn_size"], s["model.mtp_layers"]) == \
         (61, 7168, 18432, 1)  # lines 60-62, 115
     assert (s["model.num_heads"], s["model.head_dim"], s["model.dropout"]) == (128, 128, False)  # 63-64, 74-75
@@ -109,6 +116,9 @@ def test_a_sourced_file_of_variables():
     assert (s["layout.recompute"], s["layout.sequence_parallel"], s["layout.micro_batch"]) == ("selective", True, 1)
     assert s["model.dropout"] is True  # no --attention-dropout/--hidden-dropout: Megatron's 0.1
     assert "layout.first_stage_layers" not in s  # --decoder-first-pipeline-num-layers is commented out (line 60)
+    assert s["model.moe.balance"] == "loss-free"  # line 34: --moe-router-enable-expert-bias (beside 42-43's loss)
+    assert got.keys[("model", "moe", "balance")] == "--moe-router-enable-expert-bias"
+    assert "model.moe.capacity_factor" not in s and "model.moe.pad_to_capacity" not in s  # dropless
     assert got.keys[("model", "num_layers")] == "--num-layers"
 
 
@@ -179,6 +189,7 @@ def test_an_args_file():
     assert (s["layout.recompute"], s["precision.grads"], s["model.dropout"]) == ("full", "fp32", True)
     assert s["model.vocab_size"] == 50432  # 50257 padded to a multiple of 128 x TP 2 = 256
     assert (s["model.moe.top_k"], s["model.moe.expert_ffn_size"], s["model.moe.first_dense_layers"]) == (2, 16384, 2)
+    assert "model.moe.balance" not in s  # no router flag: aux_loss weighted 0.0, Megatron's default, balances nothing
     assert s["layout.expert_tp"] == 2  # Megatron: --expert-tensor-parallel-size defaults to TP
     assert "layout.sequence_parallel" not in s and "overlap.dp" not in s  # absent switches: the recipe's business
     assert any(i.startswith("--use-flash-attn") for i in got.ignored) and got.problems == ()
@@ -249,3 +260,52 @@ def test_flags_that_change_how_a_job_exchanges():
         (1.0, True, "full", "bf16")
     a2a = megatron.read("--num-layers 4 --tensor-model-parallel-size 2 --cp-comm-type a2a", "args.txt")
     assert any(p.startswith("--cp-comm-type: 'a2a' is not modelled") for p in a2a.problems)
+
+
+MOE = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-experts 8 "
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # arguments.py: --moe-aux-loss-coeff alone weighs the default aux_loss
+    ("--moe-aux-loss-coeff 1e-2", {"model.moe.balance": "aux-loss"}),
+    ("--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-3", {"model.moe.balance": "aux-loss"}),
+    ("--moe-router-load-balancing-type aux_loss", {}),  # weighted 0.0: no loss balances anything
+    ("--moe-router-load-balancing-type none --moe-aux-loss-coeff 1e-2", {}),
+    # core_v0.15.0: one coefficient per type
+    ("--moe-router-load-balancing-type seq_aux_loss global_aux_loss --moe-aux-loss-coeff 0 1e-3",
+     {"model.moe.balance": "aux-loss"}),
+    ("--moe-router-enable-expert-bias --moe-router-score-function sigmoid", {"model.moe.balance": "loss-free"}),
+    ("--moe-expert-capacity-factor 1.25", {"model.moe.capacity_factor": 1.25}),
+    ("--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity",
+     {"model.moe.capacity_factor": 1.0, "model.moe.pad_to_capacity": True}),
+    ("--moe-expert-capacity-factor -1", {}),  # transformer_config.py: below 0 is None, dropless
+    # arguments.py core_v0.13.0:2773: random logits that balance the tokens, for benchmarks
+    ("--moe-router-force-load-balancing", {"model.moe.expert_load": 1.0}),
+])
+def test_router_balance_and_capacity(flags, expected):
+    got = megatron.read(MOE + flags, "args.txt")
+    router = ("model.moe.balance", "model.moe.capacity_factor", "model.moe.pad_to_capacity", "model.moe.expert_load")
+    assert {k: v for k, v in stated(got).items() if k in router} == expected and got.problems == ()
+    read = ("--moe-router-enable-expert-bias", "--moe-router-load-balancing-type", "--moe-aux-loss-coeff",
+            "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity")
+    assert not set(read) & set(got.ignored)  # each router flag is stated, or listed with why
+
+
+@pytest.mark.parametrize("flags, key", [
+    ("--moe-pad-expert-input-to-capacity", "--moe-pad-expert-input-to-capacity"),  # Megatron-Core refuses it
+    ("--moe-expert-capacity-factor 0", "--moe-expert-capacity-factor"),
+    ("--moe-expert-capacity-factor lots", "--moe-expert-capacity-factor"),
+    ("--moe-router-load-balancing-type sinkhorn", "--moe-router-load-balancing-type"),
+    ("--moe-router-load-balancing-type even", "--moe-router-load-balancing-type"),
+    ("--moe-aux-loss-coeff -1e-2", "--moe-aux-loss-coeff"),
+])
+def test_router_values_the_tool_cannot_take_are_one_line_problems(flags, key):
+    got = megatron.read(MOE + flags, "args.txt")
+    assert [p.split(":")[0] for p in got.problems] == [key]
+    assert "\n" not in got.problems[0]
+
+
+def test_padding_to_a_capacity_the_script_leaves_unresolved_is_listed_not_refused():
+    got = megatron.read(MOE + "--moe-expert-capacity-factor $CF --moe-pad-expert-input-to-capacity", "run.sh")
+    assert got.problems == () and "model.moe.pad_to_capacity" not in stated(got)
+    assert "--moe-expert-capacity-factor $CF (set outside the script)" in got.ignored

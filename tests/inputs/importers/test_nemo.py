@@ -55,6 +55,8 @@ EXPECTED = {
         "model.num_kv_heads": 8, "model.seq_len": 4096,  # :98, :61
         "model.moe.num_experts": 8, "model.moe.top_k": 2,  # :92, :91
         "model.moe.expert_ffn_size": 14336,  # no moe_ffn_hidden_size: Megatron-Core uses ffn_hidden_size
+        "model.moe.balance": "aux-loss",  # :53 moe_aux_loss_coeff 0.01 on Megatron-Core's default aux_loss
+        "model.moe.capacity_factor": 1.0, "model.moe.pad_to_capacity": True,  # :52, :51
         "layout.tp": 1, "layout.pp": 4, "layout.ep": 8, "layout.virtual_stages": 8,  # :57-60
         "layout.micro_batch": 1, "batch.global_batch_seqs": 256,  # :54, :55
         "precision.grads": "bf16",  # :153 grad_sync_dtype bf16
@@ -152,3 +154,42 @@ def test_pipeline_overlap_needs_the_interleaved_schedule():
     plain = {".".join(k): v for k, v in nemo.read(doc.replace("VP", "null"), "a.yaml").values.items()}
     interleaved = {".".join(k): v for k, v in nemo.read(doc.replace("VP", "2"), "a.yaml").values.items()}
     assert (plain["overlap.pp"], interleaved["overlap.pp"]) == (0.0, "auto")
+
+
+def test_router_keys_say_where_balance_and_capacity_come_from():
+    keys = {".".join(k): v for k, v in _read("mixtral_8x7b.yaml").keys.items()}
+    assert keys["model.moe.balance"] == "model.moe_aux_loss_coeff 0.01 (load-balancing type absent: aux_loss, " \
+                                        "Megatron-Core's default)"
+    assert keys["model.moe.capacity_factor"] == "model.moe_expert_capacity_factor"
+    assert keys["model.moe.pad_to_capacity"] == "model.moe_pad_expert_input_to_capacity"
+
+
+_MOE = "trainer: {devices: 8, num_nodes: 1}\nmodel:\n  num_layers: 4\n  hidden_size: 64\n  num_moe_experts: 8\n"
+
+
+def test_expert_bias_is_loss_free():
+    """A DeepSeek-V3-style router: the expert bias beside a small sequence-wise loss (names as TransformerConfig's)."""
+    imported = nemo.read(_MOE + "  moe_router_enable_expert_bias: true\n  moe_router_score_function: sigmoid\n"
+                                "  moe_router_load_balancing_type: seq_aux_loss\n  moe_aux_loss_coeff: 1.0e-4\n",
+                         "x.yaml")
+    assert _values(imported)["model.moe.balance"] == "loss-free" and imported.problems == ()
+    assert any(i.startswith("model.moe_router_load_balancing_type seq_aux_loss + model.moe_aux_loss_coeff 0.0001 "
+                            "(beside the expert bias") for i in imported.ignored)
+
+
+@pytest.mark.parametrize("router, problem", [
+    ("  moe_pad_expert_input_to_capacity: true\n", "model.moe_pad_expert_input_to_capacity: padding needs a capacity"),
+    ("  moe_pad_expert_input_to_capacity: true\n  moe_expert_capacity_factor: null\n",
+     "model.moe_pad_expert_input_to_capacity: padding needs a capacity"),
+    ("  moe_expert_capacity_factor: ample\n", "model.moe_expert_capacity_factor: 'ample' is not a number"),
+    ("  moe_router_enable_expert_bias: 1\n", "model.moe_router_enable_expert_bias: 1 is not true or false"),
+])
+def test_router_values_the_tool_cannot_take_are_one_line_problems(router, problem):
+    imported = nemo.read(_MOE + router, "x.yaml")
+    assert len(imported.problems) == 1 and imported.problems[0].startswith(problem)
+    assert not {"model.moe.pad_to_capacity", "model.moe.capacity_factor", "model.moe.balance"} & set(_values(imported))
+
+
+def test_a_dense_model_reads_no_router_key():
+    imported = nemo.read("trainer: {devices: 1}\nmodel:\n  num_layers: 4\n  moe_aux_loss_coeff: 0.01\n", "x.yaml")
+    assert "model.moe.balance" not in _values(imported) and "model.moe_aux_loss_coeff" in imported.ignored

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers.megatron import ROUTER_FIELDS, Stated, router
 
 FORMAT = "NeMo 2 / Megatron-Bridge recipe"
 
@@ -416,6 +417,17 @@ def _cluster(m: _Mapper, fields: dict[str, tuple[Any, str]], recipe: str) -> Non
         m.put("cluster.gpu", _GPUS[named.group(2)], f"{recipe} ({named.group(2)})")
 
 
+def _routing(r: Reading, routing: Stated, name: str, value: Any, key: str) -> None:
+    """Collects one of Megatron-Core's router fields (megatron.ROUTER_FIELDS) for ``router``, which needs them
+    together; a field stated twice differently is a problem."""
+    if isinstance(value, _Unknown):
+        r.ignore(f"{key} ({value.why})")
+    if name in routing and routing[name][0] != value:
+        r.problem(key, f"states {name} = {value!r} where {routing[name][1]} states {routing[name][0]!r}; make them agree")
+    else:
+        routing[name] = (value, key)
+
+
 def _plain_mode(r: Reading) -> None:
     """A NeMo 2 recipe followed with ``performance_mode=False`` adds no MegatronCommOverlapCallback
     (recipes/llama3_70b.py pretrain_recipe: ``if performance_mode:``): TP and pipeline sends are not overlapped (Megatron-Core's
@@ -454,6 +466,7 @@ def read(text: str, name: str) -> Imported:
     mapper = _Mapper(r)
     leaves = sorted(_walk(result, (), set()), key=lambda pv: pv[0][0] in _LAST if pv[0] else False)
     cluster: dict[str, tuple[Any, str]] = {}
+    routing: Stated = {}
     for path, value in leaves:
         if not path:
             continue
@@ -462,9 +475,17 @@ def read(text: str, name: str) -> Imported:
             value, key = value.value, f"{key} (set by {value.helper})"
         if path[-1] in ("num_nodes", "devices", "num_gpus_per_node"):
             cluster[path[-1]] = (value, key)
+        elif path[-1] in ROUTER_FIELDS:
+            _routing(r, routing, path[-1], value, key)
         elif not mapper.field(path[-1], value, key, last=path[0] in _LAST):
             r.ignore(key)
     _cluster(mapper, cluster, fn.name)
+    if routing:
+        known = {n: v for n, v in routing.items() if not isinstance(v[0], _Unknown)}
+        owner = next(iter(routing.values()))[1].rsplit(".", 1)[0]  # the config object that holds them
+        # a field the recipe leaves out is the model class's (MixtralConfig8x7B, DeepSeekV3ModelProvider), defined
+        # outside the file: unknown, not Megatron-Core's default
+        router(r, known, lambda name: f"{owner}.{name}", frozenset(ROUTER_FIELDS) - known.keys())
     if framework == "nemo2" and "performance_mode" in follower.skipped:
         _plain_mode(r)
     if follower.model_names:

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from stepbudget.enums import Balance
 from stepbudget.inputs.importers._reading import Imported, Reading, integer, json_object
 from stepbudget.inputs.importers.deepspeed import MARKERS
 
@@ -152,6 +153,8 @@ def read(text: str, name: str) -> Imported:
     _embeddings(k, family)
     _dropout(k)
     _moe(k)
+    if k.r.has("model.moe.num_experts"):
+        _balance(k)
     _mla(k)
     k.rest()
     return r.done()
@@ -275,6 +278,54 @@ def _moe(k: _Keys) -> None:
                                       "leading dense layers only (model.moe.first_dense_layers)")
     if "decoder_sparse_step" in k.doc or "mlp_only_layers" in k.doc:
         _qwen_dense_layers(k)
+
+
+# DeepSeek's remote modeling_deepseek.py MoEGate: "greedy" and "group_limited_greedy" pick the top-k of the softmax
+# scores and add aux_loss_alpha x the balance loss in training (DeepSeek-V2); "noaux_tc" adds a per-expert bias
+# (e_score_correction_bias) to the scores that pick the top-k (DeepSeek-V3 2.1.2, auxiliary-loss-free)
+_AUX_TOPK = ("greedy", "group_limited_greedy")
+
+
+def _weight(value: Any) -> bool:
+    """A loss coefficient: a number >= 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _balance(k: _Keys) -> None:
+    """model.moe.balance where a key says how the router was balanced: DeepSeek's topk_method (with aux_loss_alpha),
+    else router_aux_loss_coef (Mixtral, Qwen MoE: transformers' load_balancing_loss_func, weighted by it)."""
+    method = k.get("topk_method") if "topk_method" in k.doc else None
+    if method is not None:
+        alpha = k.get("aux_loss_alpha") if "aux_loss_alpha" in k.doc else None
+        if alpha is not None and not _weight(alpha):
+            k.r.problem("aux_loss_alpha", f"{alpha!r} is not a coefficient >= 0; give the balance loss's weight")
+            alpha = None
+        if method == "noaux_tc":
+            k.r.put("model.moe.balance", Balance.LOSS_FREE.value, "topk_method noaux_tc")
+            if alpha:
+                k.r.ignore(f"aux_loss_alpha ({alpha:g}: a loss beside the expert bias, which sets the balance)")
+        elif method in _AUX_TOPK and alpha:
+            k.r.put("model.moe.balance", Balance.AUX_LOSS.value, f"topk_method {method} + aux_loss_alpha {alpha:g}")
+        elif method in _AUX_TOPK:
+            k.r.ignore(f"topk_method ({method} without aux_loss_alpha > 0: no balance loss stated)")
+        elif isinstance(method, str):
+            k.r.ignore(f"topk_method ({method!r}: not greedy, group_limited_greedy or noaux_tc; model.moe.balance "
+                       "is left to the scenario)")
+        else:
+            k.r.problem("topk_method", f"{method!r} is not a routing method's name; give greedy, "
+                                       "group_limited_greedy or noaux_tc")
+        return
+    for key in ("router_aux_loss_coef", "aux_loss_alpha"):
+        if key not in k.doc:
+            continue
+        coef = k.get(key)
+        if not _weight(coef):
+            k.r.problem(key, f"{coef!r} is not a coefficient >= 0; give the balance loss's weight")
+        elif coef > 0:
+            k.r.put("model.moe.balance", Balance.AUX_LOSS.value, f"{key} {coef:g}")
+        else:
+            k.r.ignore(f"{key} (0: no balance loss; model.moe.balance is left to the scenario)")
+        return
 
 
 def _qwen_dense_layers(k: _Keys) -> None:

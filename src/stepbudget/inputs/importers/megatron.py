@@ -5,15 +5,19 @@ launch scripts that build them from variables and arrays. The script is read, ne
 value stays unresolved is listed as ignored with why, never guessed.
 
 Flag semantics are Megatron-LM megatron/training/arguments.py at tag core_v0.15.0 (commit 0d7e02bd26d3eb347ad8d1be
-f625002babfa6df7), cited as "arguments.py" below.
+f625002babfa6df7), cited as "arguments.py" below, and megatron/core/transformer/transformer_config.py at that tag
+("transformer_config.py"), whose router fields the NeMo and Megatron-Bridge importers read through ``router``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from stepbudget.enums import Balance
 from stepbudget.inputs.importers._reading import Imported, Reading, integer
 from stepbudget.inputs.importers.shell import OPERATORS, Script, Shell, Word
 
@@ -257,6 +261,7 @@ def _moe(r: Reading, a: Args) -> None:
     else:
         r.put("model.moe.top_k", 2, "--moe-router-topk absent (2, Megatron's default)")  # arguments.py: default 2
     _dispatcher(r, a)
+    _router(r, a)
     if "--moe-ffn-hidden-size" in a.values:
         _put_count(r, a, "--moe-ffn-hidden-size", "model.moe.expert_ffn_size")
     elif r.has("model.ffn_size"):
@@ -302,6 +307,160 @@ def _dispatcher(r: Reading, a: Args) -> None:
         r.put("layout.ep_kind", _DISPATCHERS[w.text], _key("--moe-token-dispatcher-type", w))
     else:
         r.problem("--moe-token-dispatcher-type", f"{w.text!r} is none of {', '.join(_DISPATCHERS)}; give one")
+
+
+# --- Megatron-Core's router fields: also what NeMo 1 YAML and NeMo 2 / Megatron-Bridge recipes state -------------
+
+ROUTER_FIELDS = ("moe_router_enable_expert_bias", "moe_router_load_balancing_type", "moe_aux_loss_coeff",
+                 "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing")
+"""Megatron-Core TransformerConfig's fields (transformer_config.py) that set model.moe.balance, capacity_factor and
+pad_to_capacity; the flags are the same names (arguments.py, alike at core_v0.13.0 lines 2738-2805)."""
+# transformer_config.py: "aux_loss" (GShard, Switch Transformer), "seq_aux_loss" (DeepSeek-V2, per sequence),
+# "global_aux_loss" (per global batch, core_v0.15.0 on), "sinkhorn" (S-BASE), "none"
+_AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
+_BALANCING = (*_AUX_LOSSES, "sinkhorn", "none")
+
+Stated = dict[str, tuple[Any, str]]
+"""A TransformerConfig field -> (its value as Python holds it, the file's key that states it)."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def router(r: Reading, given: Stated, spell: Callable[[str], str], unknown: frozenset[str] = frozenset()) -> None:
+    """model.moe.balance, capacity_factor and pad_to_capacity from Megatron-Core's router fields (ROUTER_FIELDS).
+
+    ``given``: the fields the file states. ``unknown``: fields whose value the file does not give (an unresolved
+    variable, or a model class built outside the file that may set them); every other field takes
+    TransformerConfig's default (no expert bias, aux_loss weighted 0.0, no capacity, no padding). ``spell``: a
+    field's name in the file's format, for the fix of a problem."""
+    given = dict(given)
+    for name in ("moe_router_enable_expert_bias", "moe_router_load_balancing_type", "moe_aux_loss_coeff",
+                 "moe_pad_expert_input_to_capacity"):
+        if name in given and given[name][0] is None:
+            r.ignore(f"{given.pop(name)[1]} (None: Megatron-Core's default)")
+    bias = given.get("moe_router_enable_expert_bias")
+    missing = sorted(unknown & set(ROUTER_FIELDS[:3]))
+    if not missing or (bias is not None and bias[0] is True):  # the bias decides alone
+        _balance(r, given)
+    else:
+        for name in ROUTER_FIELDS[:3]:
+            if name in given:
+                r.ignore(f"{given[name][1]} (the balance turns on {', '.join(map(spell, missing))} too, which this "
+                         "file does not give)")
+    _capacity(r, given, spell, "moe_expert_capacity_factor" in unknown)
+    force = given.get("moe_router_force_load_balancing")
+    if force is not None and force[0] is True:  # arguments.py core_v0.13.0:2773: random logits, for benchmarks
+        r.put("model.moe.expert_load", 1.0, f"{force[1]} (routing forced to balance: every expert at the mean)")
+    elif force is not None and not isinstance(force[0], bool):
+        r.problem(force[1], f"{force[0]!r} is not true or false; give one")
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _said(pair: tuple[Any, str]) -> str:
+    """A stated field as the where-text of a value two fields decide: its key and value."""
+    return f"{pair[1]} {' '.join(f'{v:g}' if _number(v) else str(v) for v in _listed(pair[0]))}"
+
+
+def _balance(r: Reading, given: Stated) -> None:
+    """Loss-free where the expert bias is on (it balances whatever loss runs beside it: DeepSeek-V3 2.1.2 keeps a
+    sequence-wise one at 1e-4); aux-loss where an aux-loss type is weighted above 0; else unstated."""
+    bias, kinds, weights = (given.get(n) for n in ROUTER_FIELDS[:3])
+    said = " + ".join(_said(p) for p in (kinds, weights) if p)
+    if bias is not None and not isinstance(bias[0], bool):
+        r.problem(bias[1], f"{bias[0]!r} is not true or false; give one")
+        bias = None
+    elif bias is not None and bias[0]:  # the bias is added to the scores that pick the top-k experts
+        r.put("model.moe.balance", Balance.LOSS_FREE.value, bias[1])
+        if said:
+            r.ignore(f"{said} (beside the expert bias, which sets the balance)")
+        return
+    elif bias is not None:
+        r.ignore(f"{bias[1]} (False: no expert bias)")
+    types = _listed(kinds[0]) if kinds else ["aux_loss"]  # transformer_config.py: default "aux_loss"
+    coeffs = _listed(weights[0]) if weights else [0.0]  # transformer_config.py: moe_aux_loss_coeff default 0.0
+    if kinds and not all(t in _BALANCING for t in types):
+        r.problem(kinds[1], f"{kinds[0]!r} is not one of {', '.join(_BALANCING)}; give one")
+    elif weights and not all(_number(c) and c >= 0 for c in coeffs):
+        r.problem(weights[1], f"{weights[0]!r} is not a coefficient >= 0; give one (1e-2 is Megatron's suggestion)")
+    elif len(coeffs) != len(types):  # transformer_config.py __post_init__: one coefficient per balancing type
+        r.problem(" / ".join(p[1] for p in (kinds, weights) if p),
+                  f"{len(coeffs)} coefficient(s) for {len(types)} balancing types; give one per type")
+    elif any(t in _AUX_LOSSES and c > 0 for t, c in zip(types, coeffs)):
+        r.put("model.moe.balance", Balance.AUX_LOSS.value,
+              said if kinds else f"{said} (load-balancing type absent: aux_loss, Megatron-Core's default)")
+    elif kinds and "sinkhorn" in types:
+        r.problem(kinds[1], "'sinkhorn' (S-BASE) balances by Sinkhorn iterations, neither a loss nor an expert "
+                            "bias; set model.moe.balance to the nearest")
+    elif said:
+        r.ignore(f"{said} (no balancing loss weighs anything: model.moe.balance is left to the scenario)")
+
+
+def _capacity(r: Reading, given: Stated, spell: Callable[[str], str], factor_unknown: bool) -> None:
+    """The experts' capacity and whether each is padded to it; Megatron-Core refuses padding without a capacity."""
+    factor, pad = given.get("moe_expert_capacity_factor"), given.get("moe_pad_expert_input_to_capacity")
+    capacity = None
+    if factor is not None:
+        value, key = factor
+        if value is None:
+            r.ignore(f"{key} (None: dropless, Megatron-Core's default)")
+        elif not _number(value):
+            r.problem(key, f"{value!r} is not a number; give the capacity over the mean load (1.0: the mean), or "
+                           "drop it for dropless experts")
+        elif value < 0:  # transformer_config.py __post_init__: a factor below 0 becomes None
+            r.ignore(f"{key} ({value:g}: below 0, Megatron-Core's dropless)")
+        elif value == 0:
+            r.problem(key, "0 leaves no expert room for a token; give a factor > 0 (1.0: the mean load), or drop it "
+                           "for dropless experts")
+        else:
+            capacity = float(value)
+            r.put("model.moe.capacity_factor", capacity, key)
+    if pad is None:
+        return
+    value, key = pad
+    if not isinstance(value, bool):
+        r.problem(key, f"{value!r} is not true or false; give one")
+    elif value and capacity is None and factor_unknown:
+        r.ignore(f"{key} (the capacity it pads to, {spell('moe_expert_capacity_factor')}, is not given here)")
+    elif value and capacity is None:  # transformer_config.py __post_init__ raises ValueError here
+        r.problem(key, f"padding needs a capacity, and no {spell('moe_expert_capacity_factor')} gives one; give "
+                       "one (1.0 pads each expert to the mean load) or drop the padding")
+    else:
+        r.put("model.moe.pad_to_capacity", value, key)
+
+
+def _router(r: Reading, a: Args) -> None:
+    """The router's flags as ``router`` takes them: store_true switches, words, numbers."""
+    given: Stated = {}
+    unknown: set[str] = set()
+    for name in ROUTER_FIELDS:
+        flag = "--" + name.replace("_", "-")
+        if not a.has(flag):
+            continue
+        words = a.values[flag]
+        if name in ("moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity",
+                    "moe_router_force_load_balancing"):  # store_true
+            given[name] = (True, flag)
+        elif not words:
+            r.problem(flag, "the flag has no value; give it one")
+        elif any(not w.known for w in words):
+            r.ignore(_unresolved(flag, next(w for w in words if not w.known)))
+            unknown.add(name)
+        elif name == "moe_router_load_balancing_type":  # core_v0.14.0 on: nargs='+'
+            texts = [w.text for w in words]
+            given[name] = (texts if len(texts) > 1 else texts[0], _key(flag, words[0]))
+        else:
+            try:
+                numbers = [float(w.text) for w in words]
+            except ValueError:
+                r.problem(flag, f"{' '.join(w.text for w in words)!r} is not a number; give one")
+                continue
+            given[name] = (numbers if len(numbers) > 1 else numbers[0], _key(flag, words[0]))
+    router(r, given, lambda name: "--" + name.replace("_", "-"), frozenset(unknown))
 
 
 def _mla(r: Reading, a: Args) -> None:

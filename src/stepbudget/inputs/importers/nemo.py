@@ -19,6 +19,7 @@ import yaml
 
 from stepbudget.inputs.documents import read_yaml
 from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers.megatron import ROUTER_FIELDS, Stated, router
 
 FORMAT = "NeMo 1 YAML"
 
@@ -248,6 +249,22 @@ def _model(m: _Reader) -> None:
         # Megatron-LM core/transformer/transformer_config.py __post_init__: moe_ffn_hidden_size = ffn_hidden_size
         r.put("model.moe.expert_ffn_size", r.values[("model", "ffn_size")],
               "model.ffn_hidden_size (moe_ffn_hidden_size absent)")
+    if experts:
+        _router(m)
+
+
+def _router(m: _Reader) -> None:
+    """Balance and capacity: NeMo 1 copies each ``model:`` key named as a Megatron-Core TransformerConfig field into
+    it (NeMo megatron_base_model.py:603-608), so these are read as Megatron-LM's are."""
+    given: Stated = {}
+    unknown: set[str] = set()
+    for name in ROUTER_FIELDS:
+        found, value = m.get(f"model.{name}")
+        if found:
+            given[name] = (value, f"model.{name}")
+        elif name in m.doc.root["model"]:  # stated, but with an interpolation that points outside the file
+            unknown.add(name)
+    router(m.r, given, lambda name: f"model.{name}", frozenset(unknown))
 
 
 def _layout(m: _Reader) -> None:
