@@ -49,7 +49,7 @@ def test_panel_5_3_hpn_table_3_reread():
 def test_panel_5_3_hpn_with_ep_64_fills_in_an_moe_block_and_says_so():
     out = run(p53, ep="64")
     said = text(out)
-    assert "64 experts, top-2, each 24,576 wide" in said
+    assert "64 experts, top-2, each 24,576 wide" in said and "busiest expert at 1.52x the mean load" in said
     ep, dense_dp = tile(out, "p53-t-total-ep"), tile(run(p53), "p53-t-total-dp")
     assert (ep, dense_dp) == ("9.52 GB", "10.9 GB")  # the all-to-all (and its token counts) near the dense DP bytes
     rows = find(out, "p53-table").children[1].children

@@ -17,7 +17,8 @@ import numpy as np
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.budget.rate import kernel_scenario
-from stepbudget.enums import Axis, Schedule
+from stepbudget.enums import Axis, Balance, Schedule
+from stepbudget.inputs.model import BALANCED_LOAD
 from stepbudget.inputs.scenario import Scenario, format_sets, load
 from stepbudget.plan.derive import derive
 
@@ -179,7 +180,7 @@ def _edits(ref: str, d: Degrees) -> tuple[dict, list[tuple[str, dict]]]:
     layout: dict = {name: getattr(d, name) for name in ("tp", "cp", "pp", "dp", "ep", "micro_batch")
                     if getattr(d, name) != getattr(given, name)}
     changes: dict = {"layout": layout, "cluster": {"gpus": d.gpus} if d.gpus != sc.cluster.gpus else {}, "model": {}}
-    assumed = []
+    assumed: list[tuple[str, dict]] = []
     if d.pp != lay.pp and (v := _virtual(sc, d.pp)) != lay.virtual_stages:
         layout["virtual_stages"] = v
         if v == 1 and lay.schedule == Schedule.INTERLEAVED_1F1B:
@@ -193,7 +194,7 @@ def _edits(ref: str, d: Degrees) -> tuple[dict, list[tuple[str, dict]]]:
         width = max(m.ffn_size // d.top_k, 1)  # the same active FLOPs as the dense MLP it replaces
         changes["model"]["moe"] = {"num_experts": d.experts, "top_k": d.top_k, "expert_ffn_size": width}
         assumed.append(("moe_block", {"experts": d.experts, "top_k": d.top_k, "expert_ffn": width,
-                                      "dense_ffn": m.ffn_size}))
+                                      "dense_ffn": m.ffn_size, "load": BALANCED_LOAD[Balance.AUX_LOSS][0]}))
     elif m.moe is not None:
         moe = {name: value for name, value in (("num_experts", d.experts), ("top_k", d.top_k))
                if value != getattr(m.moe, name)}

@@ -65,7 +65,8 @@ def _summary(lang: str, view: dims.DimensionView) -> str:
 def _assumed(lang: str, code: str, v: dict) -> str:
     if code == "moe_block":
         return t(lang, "p53.assumed.moe_block", experts=fmt.number(v["experts"]), top_k=fmt.number(v["top_k"]),
-                 expert_ffn=fmt.number(v["expert_ffn"]), dense_ffn=fmt.number(v["dense_ffn"]))
+                 expert_ffn=fmt.number(v["expert_ffn"]), dense_ffn=fmt.number(v["dense_ffn"]),
+                 load=fmt.number(v["load"]))
     if code == "moe_against_dp":
         return t(lang, "p53.assumed.moe_against_dp", ep=fmt.data(v["ep"]), dp=fmt.data(v["dp"]))
     if code == "schedule":
