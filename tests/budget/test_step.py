@@ -317,6 +317,14 @@ def test_experts_padded_to_capacity_exchange_the_capacity_and_gather_no_counts()
         assert float(y.bandwidth_s) == pytest.approx(1.25 * float(x.bandwidth_s))
 
 
+def test_experts_capped_below_the_mean_exchange_and_compute_what_they_keep():
+    full = one("megascale-moe-352b", "model.moe.expert_load=1")
+    capped = one("megascale-moe-352b", "model.moe.capacity_factor=0.8")  # every expert drops down to 0.8x the mean
+    for x, y in zip(rows(full, Axis.EP)[1:], rows(capped, Axis.EP)[1:]):
+        assert float(y.bytes_per_gpu) == pytest.approx(0.8 * float(x.bytes_per_gpu))  # bytes and time agree
+        assert float(y.bandwidth_s) == pytest.approx(0.8 * float(x.bandwidth_s))
+
+
 def test_a_hotter_expert_is_never_faster():
     steps = [float(one("megascale-moe-352b", f"model.moe.expert_load={load}").step_s) for load in (1, 1.2, 1.52, 3)]
     assert steps == sorted(steps) and steps[0] < steps[-1]

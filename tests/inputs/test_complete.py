@@ -137,6 +137,10 @@ def test_a_stated_load_skew_or_padding_sets_the_load_itself(moe):
     assert sc.sources["model.moe.expert_load"].origin == (Origin.STATED if "expert_load" in moe else Origin.DEFAULT)
 
 
-def test_padding_without_a_capacity_is_refused_by_name():
-    with pytest.raises(ScenarioError, match=r"model.moe.pad_to_capacity: padding needs a capacity"):
-        build({**MOE_JOB, "model": {**MOE_JOB["model"], "moe": {"pad_to_capacity": True}}})
+@pytest.mark.parametrize(("moe", "said"), [
+    ({"pad_to_capacity": True}, r"model.moe.pad_to_capacity: padding needs a capacity"),
+    ({"popularity_skew": 0.8, "expert_load": 1.2}, r"model.moe.expert_load: a popularity skew sets the busiest"),
+])
+def test_routing_that_says_two_things_is_refused_by_name(moe, said):
+    with pytest.raises(ScenarioError, match=said):
+        build({**MOE_JOB, "model": {**MOE_JOB["model"], "moe": moe}})

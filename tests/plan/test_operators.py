@@ -118,11 +118,14 @@ def test_skewed_routing_runs_the_experts_at_the_busiest_gpus_token_count():
 
 
 @pytest.mark.parametrize(("sets", "factor"), [
-    ([], 1 + 0.52 * 8 / 32),  # aux-loss: the busiest expert at 1.52x (Wang et al. 2024 Table 2), 3 others at the mean
-    (["model.moe.balance=loss-free"], 1 + 0.04 * 8 / 32),
-    (["model.moe.expert_load=2"], 1 + 1 * 8 / 32),
-    (["model.moe.expert_load=2", "model.moe.capacity_factor=1.25"], 1 + 0.25 * 8 / 32),  # drops above the capacity
+    # aux-loss: the busiest expert at 1.52x the mean (Wang et al. 2024 Table 2); the rest of the tokens spread over
+    # the other 31 experts, 3 of them beside it: (1.52 + 3 (32 - 1.52) / 31) / 4 = 1 + 0.52 x 7 / 31
+    ([], (1.52 + 3 * (32 - 1.52) / 31) / 4),
+    (["model.moe.balance=loss-free"], 1 + 0.04 * 7 / 31),
+    (["model.moe.expert_load=2"], 1 + 1 * 7 / 31),
+    (["model.moe.expert_load=2", "model.moe.capacity_factor=1.25"], 1 + 0.25 * 7 / 31),  # drops above the capacity
     (["model.moe.capacity_factor=1.25", "model.moe.pad_to_capacity=true"], 1.25),  # every expert padded to it
+    (["model.moe.capacity_factor=0.8"], 0.8),  # every expert drops down to 0.8x the mean
 ])
 def test_the_busiest_expert_sets_the_experts_token_count(sets, factor):
     T, ep = 8192, 8
@@ -353,3 +356,11 @@ def test_an_older_attention_kernel_without_a_published_share_is_refused_by_name(
         attention_kernels(K, AttentionKernel.FLASH2)
     fa1 = attention_kernels(K.model_copy(update=dict(flash2_fwd=0.5, flash2_bwd=0.4)), AttentionKernel.FLASH1)
     assert (fa1.attention_fwd, fa1.attention_bwd) == pytest.approx((0.6 * 0.5 * 0.5, 0.5 * 0.4 * 0.5))
+
+
+def test_a_hot_expert_costs_nothing_when_every_expert_shares_a_gpu():
+    from stepbudget.plan.routing import busiest_gpu_factors
+    moe = sb.load("megascale-moe-352b", ["model.moe.expert_load=1.6"]).model.moe  # 32 experts
+    # EP 1: the GPU holds all 32 and computes every token whatever the split; EP 32: the hot expert is a GPU alone
+    assert busiest_gpu_factors(moe, np.array([1, 32])).tolist() == pytest.approx([1.0, 1.6])
+    assert np.all(np.diff(busiest_gpu_factors(moe, np.array([1, 2, 4, 8, 16, 32]))) > 0)

@@ -19,12 +19,15 @@ from stepbudget.enums import (CP_KIND_CODES, DP_KIND_CODES, HIERARCHICAL, RECOMP
                               DataParallel, EPKind, Recompute)
 from stepbudget.plan.derive import Plan
 from stepbudget.plan.memory import grads_sharded, parameter_copies
-from stepbudget.plan.routing import busiest_gpu_factors, remote_nodes_per_token
+from stepbudget.plan.routing import busiest_gpu_factors, exchanged_share, remote_nodes_per_token
 
 DDP = DP_KIND_CODES[DataParallel.DDP]
 FULL = RECOMPUTE_CODES[Recompute.FULL]
 SELECTIVE_OP = RECOMPUTE_CODES[Recompute.SELECTIVE_OP]
 
+
+COUNT_BYTES = 8
+"""One token count per expert, int64 (Megatron-Core's routing_map.sum(dim=0).long())."""
 
 @dataclass(frozen=True)
 class Exchange:
@@ -218,25 +221,25 @@ def ep_exchanges(plan: Plan) -> list[Exchange]:
         # outputs are reduce-scattered back: every token once to every rank, not k copies to some
         return [ep(Collective.ALL_GATHER, "tokens (dispatch)", S=e * tokens * h * w.dispatch),
                 ep(Collective.REDUCE_SCATTER, "tokens (combine)", S=e * tokens * h * w.combine)]
-    # experts padded to capacity exchange the capacity, every GPU alike; else the busiest receiver sets the pace
-    padded = moe.busiest_expert_load if moe.pad_to_capacity else 1.0
-    busiest = 1.0 if moe.pad_to_capacity else busiest_gpu_factors(moe, plan.ep)
+    # every GPU sends its share of the tokens (the capacity, padded or capped below the mean); the busiest
+    # receiver's tokens over that share set the pace
+    share = exchanged_share(moe)
+    busiest = busiest_gpu_factors(moe, plan.ep) / share
     # NIC copies per token: the other servers its experts sit on (formulas.md 3.5, 7.2)
     remote = (remote_nodes_per_token(moe.num_experts, moe.top_k, e / plan.q["ep"], moe.node_limit)
               if sc.ep_forwards else None)
     out = []
     if not moe.pad_to_capacity:
-        # each dispatch first gathers every rank's token count per expert over the TP x EP group, and the host waits
-        # for it to size the all-to-all (Megatron-Core core_v0.13.0 moe/token_dispatcher.py:494 and :519; DeepEP's
-        # normal dispatch busy-waits for the same counts, csrc/deep_ep.cpp v1.2.1:816): a latency on the critical
-        # path, once per MoE layer's forward and recompute (the backward reuses the splits)
+        # each dispatch first gathers every rank's token count per expert (over TP x EP; the EP group here), and the
+        # host waits for it to size the all-to-all (Megatron-Core core_v0.13.0 moe/token_dispatcher.py:494 and :519;
+        # DeepEP's normal dispatch busy-waits for the same counts, csrc/deep_ep.cpp v1.2.1:816): a latency on the
+        # critical path, once per MoE layer's forward and recompute (the backward reuses the splits)
         counts = plan.moe_layers_per_gpu * plan.microbatches * (1 + (plan.recompute == FULL))
-        out.append(partial(_exchange, plan, Axis.EP, critical=True, group=e, calls=counts, q=plan.q["ep"],
-                           tier=plan.tier["ep"])(Collective.ALL_GATHER, "token counts", S=e * moe.num_experts * 8))
+        out.append(ep(Collective.ALL_GATHER, "token counts", S=e * moe.num_experts * COUNT_BYTES, calls=counts))
     for what, wb in (("tokens (dispatch)", w.dispatch), ("tokens (combine)", w.combine)):
-        x = ep(Collective.ALL_TO_ALL, what, S=tokens * moe.top_k * h * wb * padded)
+        x = ep(Collective.ALL_TO_ALL, what, S=tokens * moe.top_k * h * wb * share)
         if remote is not None:
-            x = _node_forwarded(plan, x, tokens * h * wb * passes * remote)
+            x = _node_forwarded(plan, x, tokens * h * wb * passes * remote * share)
         out.append(_skewed(x, busiest))
     return out
 

@@ -17,8 +17,7 @@ import numpy as np
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.step import Budget, estimate
 from stepbudget.budget.rate import kernel_scenario
-from stepbudget.enums import Axis, Balance, Schedule
-from stepbudget.inputs.model import BALANCED_LOAD
+from stepbudget.enums import Axis, Schedule
 from stepbudget.inputs.scenario import Scenario, format_sets, load
 from stepbudget.plan.derive import derive
 
@@ -194,7 +193,7 @@ def _edits(ref: str, d: Degrees) -> tuple[dict, list[tuple[str, dict]]]:
         width = max(m.ffn_size // d.top_k, 1)  # the same active FLOPs as the dense MLP it replaces
         changes["model"]["moe"] = {"num_experts": d.experts, "top_k": d.top_k, "expert_ffn_size": width}
         assumed.append(("moe_block", {"experts": d.experts, "top_k": d.top_k, "expert_ffn": width,
-                                      "dense_ffn": m.ffn_size, "load": BALANCED_LOAD[Balance.AUX_LOSS][0]}))
+                                      "dense_ffn": m.ffn_size}))
     elif m.moe is not None:
         moe = {name: value for name, value in (("num_experts", d.experts), ("top_k", d.top_k))
                if value != getattr(m.moe, name)}
@@ -252,6 +251,9 @@ def dimension_view(ref: str, d: Degrees) -> DimensionView:
     plan = derive(sc)
     b = estimate(plan)
     rows = rows_of(b)
+    for code, values in assumed:
+        if code == "moe_block" and sc.model.moe is not None:  # the load the built job took, as show names it
+            values["load"] = sc.model.moe.busiest_expert_load
     if any(code == "moe_block" for code, _ in assumed):  # the chapter's point: the all-to-all lands near DP
         dense = estimate(derive(_preset(ref)))
         assumed.append(("moe_against_dp", {"ep": float(np.asarray(b.by_dim("bytes_per_gpu")["ep"])),

@@ -52,9 +52,9 @@ class MoE(Frozen):
     node_limit: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     """Most nodes a token is sent to (DeepSeek-V3 node-limited routing: 4)."""
     popularity_skew: float = Field(default=0.0, ge=0, le=16)  # 16: the top expert takes all it can, far past any router
-    """Zipf exponent of the experts' popularity within one call (0: balanced). The busiest GPU's
-    share of the all-to-all then sets its time and its expert GEMMs' (a2a/routing.py; FAST measured
-    pairs at 12x the median)."""
+    """Zipf exponent of the experts' popularity within one call (0: none; ``expert_load`` sets the busiest expert
+    instead). The busiest GPU's share of the all-to-all then sets its time and its expert GEMMs' (plan/routing.py;
+    FAST measured pairs at 12x the median)."""
     balance: Balance = Balance.AUX_LOSS
     """How the router balances the experts' loads: it sets ``expert_load`` where that is not stated."""
     expert_load: float | None = Field(default=None, ge=1, le=MAX_COUNT)
@@ -82,10 +82,13 @@ class MoE(Frozen):
         return load if self.capacity_factor is None else min(load, self.capacity_factor)
 
     @model_validator(mode="after")
-    def _pad_needs_capacity(self) -> "MoE":
+    def _one_routing(self) -> "MoE":
         if self.pad_to_capacity and self.capacity_factor is None:
             raise ValueError("model.moe.pad_to_capacity: padding needs a capacity; set model.moe.capacity_factor "
                              "(1.0 pads each expert to the mean load)")
+        if self.popularity_skew > 0 and self.expert_load is not None:
+            raise ValueError("model.moe.expert_load: a popularity skew sets the busiest expert itself; give "
+                             "expert_load or popularity_skew, not both")
         return self
 
     @model_validator(mode="after")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepbudget.enums import Activation, AttentionKernel, Positions
+from stepbudget.enums import Activation, AttentionKernel, Balance, Positions
 from stepbudget.inputs.hardware import Kernels
 from stepbudget.inputs.model import Model
 from stepbudget.plan.routing import busiest_gpu_factors
@@ -35,6 +35,8 @@ W_FRAC = 0.5
 zero-bubble paper's T_B = T_W)."""
 ELEMENT_BYTES = 2
 """BF16 activations and weights as the GEMMs read them."""
+FP32_BYTES = 4
+"""FP32 router scores, logits and loss."""
 FLASH1_OVER_FLASH2 = 0.5
 """FlashAttention-1's speed over FlashAttention-2's: Dao 2023, abstract ("around 2x speedup compared to
 FlashAttention") and Fig. 4."""
@@ -242,9 +244,10 @@ def _moe_ops(model: Model, T, t, ep, etp, r: _Rates, peak_bf16: float, ep_gather
     gating = dataclasses.replace(r, peak=peak_bf16, gemm_eff=r.kernels.gemm, fp8=False)  # BF16 (DeepSeek-V3 3.3.1)
     ops = [gating.gemm("router", T_moe, E, h, 1, share=share),
            # scoring and top-k over the T x E FP32 scores: softmax (read, write), top-k (read), the probabilities
-           # and routing map scattered (write), and the balance loss's own softmax (read, write): six passes
+           # and routing map scattered (write), and under an auxiliary loss its own softmax (read, write)
            # (Megatron-Core core_v0.13.0 moe/router.py aux_loss_load_balancing, compute_routing_scores_for_aux_loss)
-           r.memory("router top-k", 4 * T_moe * E * 6, share=share),
+           r.memory("router top-k", FP32_BYTES * T_moe * E * (4 + 2 * (moe.balance == Balance.AUX_LOSS)),
+                    share=share),
            r.gemm("experts up", per_expert, up_mult * fe / etp, h, experts, share=share),
            r.gemm("experts down", per_expert, h, fe / etp, experts, share=share)]
     # all-gather EP also reads the gathered tokens to pick its rows and writes the reduce-scatter's input
@@ -313,7 +316,7 @@ def head_ops(model: Model, T, t, kernels: Kernels, peak_bf16: float, hbm_Bps: fl
     heads = 1 + model.mtp_layers
     ops = [
         r.gemm("logits", T, V / t, model.hidden_size, heads),
-        r.memory("softmax + loss", 4 * T * V / t * 3 * heads),  # FP32 logits written, read, grad
+        r.memory("softmax + loss", FP32_BYTES * T * V / t * 3 * heads),  # FP32 logits written, read, grad
     ]
     return [dataclasses.replace(op, output_layer=True) for op in ops]
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from stepbudget.inputs.errors import OptionError
 
-__all__ = ["busiest_gpu_factor", "busiest_gpu_factors", "expert_popularity", "remote_nodes_per_token"]
+__all__ = ["busiest_gpu_factor", "busiest_gpu_factors", "exchanged_share", "expert_popularity",
+           "remote_nodes_per_token"]
 
 
 def _rng(rng) -> np.random.Generator:
@@ -105,18 +106,26 @@ def busiest_gpu_factor(num_experts, top_k, ep, skew) -> float:
     return float(per_gpu.max() * n / k)  # busiest GPU's copies over the mean k / ep
 
 
+def exchanged_share(moe) -> float:
+    """Tokens each GPU computes and exchanges over the dropless mean, where every GPU does alike: the capacity when
+    experts are padded to it, or when it is below the mean load (every expert drops down to it); else 1."""
+    cf = moe.capacity_factor
+    return cf if cf is not None and (moe.pad_to_capacity or cf < 1) else 1.0
+
+
 def busiest_gpu_factors(moe, ep) -> np.ndarray:
-    """Tokens the busiest of ``ep`` GPUs computes over the mean, for an MoE config; shape of ``ep``.
+    """Tokens the busiest of ``ep`` GPUs computes over the dropless mean, for an MoE config; shape of ``ep``.
 
     A stated ``popularity_skew`` gives ``busiest_gpu_factor`` (capped by the capacity). Otherwise the busiest
-    expert runs at ``busiest_expert_load`` times the mean and the other E / ep experts on its GPU at the mean:
-    ``1 + (load - 1) ep / E``; padded to capacity, every GPU computes the capacity."""
+    expert runs at ``busiest_expert_load`` times the mean and the rest of the tokens spread evenly over the other
+    E - 1 experts, E / ep to a GPU: ``1 + (load - 1)(ep - 1)/(E - 1)``, 1 with every expert on one GPU and the
+    load itself with one expert a GPU. Padded to capacity, or capped below the mean, every GPU computes
+    ``exchanged_share``."""
     ep = np.asarray(ep)
-    if float(moe.popularity_skew) == 0 or moe.pad_to_capacity:
-        load = moe.busiest_expert_load
-        if load < 1 or moe.pad_to_capacity:  # every expert capped below the mean, or padded: all GPUs alike
-            return np.full(ep.shape, load)
-        return 1 + (load - 1) * ep / moe.num_experts
+    if float(moe.popularity_skew) == 0 or exchanged_share(moe) != 1.0:
+        if exchanged_share(moe) != 1.0:
+            return np.full(ep.shape, exchanged_share(moe))
+        return 1 + (moe.busiest_expert_load - 1) * (ep - 1) / max(moe.num_experts - 1, 1)
     degrees, where = np.unique(ep, return_inverse=True)
     values = np.array([busiest_gpu_factor(moe.num_experts, moe.top_k, int(d), moe.popularity_skew) for d in degrees])
     if moe.capacity_factor is not None:

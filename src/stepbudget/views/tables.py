@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stepbudget.budget.step import DIMS, Budget
-from stepbudget.enums import Schedule
+from stepbudget.enums import EPKind, Schedule
 from stepbudget.inputs.scenario import Scenario
 from stepbudget.plan.operators import Op
 from stepbudget.plan.routing import busiest_gpu_factors
@@ -215,12 +215,18 @@ def operators_table(budget: Budget) -> Table:
     moe = p.scenario.model.moe
     if moe is not None:
         busiest = float(np.max(busiest_gpu_factors(moe, p.ep)))
-        load = ("padded to a capacity of" if moe.pad_to_capacity else "busiest expert at")
-        t.caption += (f"\nMoE: {load} {moe.busiest_expert_load:.2f}x the mean load, so the busiest GPU's experts run "
-                      f"{busiest:.2f}x the mean tokens and the all-to-all waits for it; the router's top-k and the "
-                      "token-count gather the host waits on are counted. Not modelled: host launch gaps after that "
-                      "wait, and any per-kernel cost past the roofline; on the MoE runs validate checks, most steps "
-                      "still come out short (docs/validation.md)")
+        if moe.popularity_skew > 0:
+            load = f"experts' popularity Zipf({moe.popularity_skew:g})"
+        elif moe.pad_to_capacity:
+            load = f"every expert padded to {moe.busiest_expert_load:.2f}x the mean load"
+        else:
+            load = f"busiest expert at {moe.busiest_expert_load:.2f}x the mean load"
+        counted = ("the router's top-k" if moe.pad_to_capacity or p.scenario.layout.ep_kind == EPKind.ALL_GATHER
+                   else "the router's top-k and the token-count gather the host waits on")
+        t.caption += (f"\nMoE: {load}, so the busiest GPU's experts run {busiest:.2f}x the mean tokens and the "
+                      f"all-to-all waits for it; {counted} are counted. Not modelled: host launch gaps after each "
+                      "wait for the host, and any per-kernel cost past the roofline; on the MoE runs validate "
+                      "checks, most steps still come out short (docs/validation.md)")
     t.caption_justify = "left"
     return t
 

@@ -467,6 +467,7 @@ def read(text: str, name: str) -> Imported:
     leaves = sorted(_walk(result, (), set()), key=lambda pv: pv[0][0] in _LAST if pv[0] else False)
     cluster: dict[str, tuple[Any, str]] = {}
     routing: Stated = {}
+    owner = root  # the config object that holds the router fields
     for path, value in leaves:
         if not path:
             continue
@@ -477,12 +478,12 @@ def read(text: str, name: str) -> Imported:
             cluster[path[-1]] = (value, key)
         elif path[-1] in ROUTER_FIELDS:
             _routing(r, routing, path[-1], value, key)
+            owner = ".".join((root,) + path[:-1])
         elif not mapper.field(path[-1], value, key, last=path[0] in _LAST):
             r.ignore(key)
     _cluster(mapper, cluster, fn.name)
     if routing:
         known = {n: v for n, v in routing.items() if not isinstance(v[0], _Unknown)}
-        owner = next(iter(routing.values()))[1].rsplit(".", 1)[0]  # the config object that holds them
         # a field the recipe leaves out is the model class's (MixtralConfig8x7B, DeepSeekV3ModelProvider), defined
         # outside the file: unknown, not Megatron-Core's default
         router(r, known, lambda name: f"{owner}.{name}", frozenset(ROUTER_FIELDS) - known.keys())
