@@ -93,6 +93,15 @@ def test_budget_lists_the_defaults_that_move_its_step_most():
     assert "Assumed, not stated" in _run("budget", "llama3-405b").stdout
 
 
+def test_an_moe_job_sees_what_its_default_expert_load_costs():
+    # megascale-moe-352b states no balance: the busiest expert at 1.52x the mean, against a benchmark's even routing
+    d = sb.step_budget("megascale-moe-352b").to_dict()
+    load = next(a for a in d["assumptions"] if a["field"] == "model.moe.expert_load")
+    assert (load["value"], load["instead"]) == (1.52, 1.0)
+    even = sb.step_budget("megascale-moe-352b", sets=["model.moe.expert_load=1"]).to_dict()["step_s"]
+    assert load["step_s"] == pytest.approx(even, rel=1e-12) and load["step_s"] < d["step_s"]
+
+
 @pytest.mark.parametrize("args, first", [
     (("scale", "llama3-405b", "--gpus", "8192,16384"), "does not fit in HBM: 8,192 GPUs (92.1 GB per GPU of 80 GB)"),
     (("whatif", "llama3-405b", "--vary", "layout.pp=8 layout.dp=256"), "does not fit in HBM: layout.pp=8 layout.dp=256"),

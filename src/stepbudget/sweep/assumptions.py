@@ -30,6 +30,8 @@ ALTERNATIVES: tuple[tuple[Path, Any, str], ...] = (
     (("overlap", "dp"), 0.0, "no DP overlap (Megatron-LM without --overlap-grad-reduce/--overlap-param-gather)"),
     (("overlap", "pp"), 0.0, "pipeline sends on the critical path (no P2P overlap)"),
     (("overlap", "ep"), 1.0, "the all-to-all hidden by pairing chunks (Megatron's --overlap-moe-expert-parallel-comm)"),
+    (("model", "moe", "expert_load"), 1.0, "every expert at the mean load, as benchmarks force it (Megatron's "
+                                           "--moe-router-force-load-balancing)"),
     (("cluster", "nvlink_efficiency"), NVLINK_BUSBW_SHARE, "NCCL's measured bus bandwidth on NVLink (~370 of 450 GB/s)"),
     (("cluster", "nic_efficiency"), NIC_BUSBW_SHARE, "NCCL's measured bus bandwidth per 400 Gb/s NIC (~47 of 50 GB/s)"),
     (("cluster", "step_overhead_s"), 0.5, "host work and syncs measured Megatron-family pipelines pay (0.3-0.9 s, "
@@ -78,7 +80,9 @@ def assumptions(sc: Scenario, step_s: float, top: int = SHOWN) -> list[Assumptio
             continue
         if path[0] == "overlap" and path[1] == "ep" and sc.model.moe is None:
             continue
-        edit = {path[0]: {path[1]: instead}}
+        edit: Any = instead
+        for part in reversed(path):  # {"model": {"moe": {"expert_load": 1.0}}}
+            edit = {part: edit}
         try:
             other = float(np.asarray(estimate(derive(sc.edit(edit, where="assumption"))).step_s))
         except (ScenarioError, UnitError, ValueError):
