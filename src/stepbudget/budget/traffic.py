@@ -29,6 +29,7 @@ SELECTIVE_OP = RECOMPUTE_CODES[Recompute.SELECTIVE_OP]
 COUNT_BYTES = 8
 """One token count per expert, int64 (Megatron-Core's routing_map.sum(dim=0).long())."""
 
+
 @dataclass(frozen=True)
 class Exchange:
     """One collective kind of one dimension. Arrays are per GPU, per step (``call_s`` per call)."""

@@ -121,10 +121,10 @@ def busiest_gpu_factors(moe, ep) -> np.ndarray:
     E - 1 experts, E / ep to a GPU: ``1 + (load - 1)(ep - 1)/(E - 1)``, 1 with every expert on one GPU and the
     load itself with one expert a GPU. Padded to capacity, or capped below the mean, every GPU computes
     ``exchanged_share``."""
-    ep = np.asarray(ep)
-    if float(moe.popularity_skew) == 0 or exchanged_share(moe) != 1.0:
-        if exchanged_share(moe) != 1.0:
-            return np.full(ep.shape, exchanged_share(moe))
+    ep, share = np.asarray(ep), exchanged_share(moe)
+    if share != 1.0:  # padded, or every expert capped below the mean: every GPU alike
+        return np.full(ep.shape, share)
+    if float(moe.popularity_skew) == 0:
         return 1 + (moe.busiest_expert_load - 1) * (ep - 1) / max(moe.num_experts - 1, 1)
     degrees, where = np.unique(ep, return_inverse=True)
     values = np.array([busiest_gpu_factor(moe.num_experts, moe.top_k, int(d), moe.popularity_skew) for d in degrees])
