@@ -117,3 +117,14 @@ def test_every_command_that_times_a_step_says_first_when_it_does_not_fit(args, f
 def test_search_never_ranks_a_layout_that_does_not_fit():
     d = sb.search("llama3-405b", gpus=8192, top=5).to_dict()
     assert d["top"] and all(t["memory"]["fits"] and t["memory"]["total_bytes"] <= 80e9 for t in d["top"])
+
+
+def test_a_dualpipe_bubble_says_which_pass_times_it_is_worked_from():
+    out = " ".join(_run("budget", "deepseek-v3").stdout.split())
+    b = sb.estimate(sb.derive(sb.load("deepseek-v3")))
+    p = b.plan
+    per_mb = float((b.compute_s - p.optimizer_s) / p.microbatches)
+    forward = per_mb / (1 + float(p.backward_ratio))
+    from stepbudget.units import fmt_time
+    assert f"from F {fmt_time(forward)}, B {fmt_time(per_mb - forward)}" in out
+    assert "from F" not in " ".join(_run("budget", "megascale-175b").stdout.split())  # interleaved: no W in its bubble

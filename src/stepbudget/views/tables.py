@@ -136,7 +136,8 @@ def summary_table(budget: Budget) -> Table:
         rate_note = ("stated kernel rate: bubble and exposed exchanges added" if budget.plan.rate_source == "stated"
                      else "operator model (per-operator roofline): bubble and exposed exchanges added")
         t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
-        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]), f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches")
+        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]), f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"
+                  + _passes_note(budget))
     t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
     t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step"
               + (": DP at the step's edges (the rest waits inside the compute time)" if k is not None else ""))
@@ -184,6 +185,19 @@ breaks it down); a scenario adds its own with cluster.step_overhead_s."""
 
 NOT_MEGATRON = ("torchtitan", "maxtext", "deepspeed")
 """Frameworks whose pipelines are not Megatron-LM's, which ``UNMODELLED_STEP_COST_S`` was measured on."""
+
+
+def _passes_note(budget: Budget) -> str:
+    """The pass times a zero-bubble or DualPipe bubble is worked from (budget/step.py): the busiest rank's forward,
+    backward and weight-gradient chunk, as the operator model times them; empty for the other schedules."""
+    p = budget.plan
+    if p.rate_source != "operators" or p.scenario.layout.schedule not in (Schedule.ZB_H1, Schedule.DUALPIPE):
+        return ""
+    per_mb = float(np.asarray((budget.compute_s - p.optimizer_s) / p.microbatches))
+    forward = per_mb / (1 + float(np.asarray(p.backward_ratio)))
+    backward = per_mb - forward
+    return (f"; from F {fmt_time(forward)}, B {fmt_time(backward)}, "
+            f"W {fmt_time(backward * float(np.asarray(p.w_frac)))} a chunk")
 
 
 def step_cost_note(step_s: float) -> str:
