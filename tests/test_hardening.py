@@ -376,3 +376,20 @@ def test_a_blank_field_name_is_refused_naming_its_section(tmp_path, key):
     (tmp_path / "s.yaml").write_text(f"base: llama3-405b\nmodel:\n  {key!r}: 2\n".replace("'", '"'))
     o = refused(cli(tmp_path, "budget", "s.yaml"), "model")
     assert o.stderr.startswith(f"stepbudget: error: model: a field named {key!r} is unknown; remove it")
+
+
+def test_a_ctrl_c_python_could_not_raise_is_raised_again_in_the_main_thread():
+    # a Ctrl-C inside pydantic's call back into a validator is "unraisable": Python printed it as a traceback
+    # and ran on; the command's hook hands it back to the main thread, which exits 130 as on any other Ctrl-C
+    from types import SimpleNamespace
+
+    from stepbudget import cli
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli._unraisable(SimpleNamespace(exc_value=KeyboardInterrupt()))
+            for _ in range(1000):  # the interrupt lands at a bytecode boundary of the main thread
+                time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGINT, before)

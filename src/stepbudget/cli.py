@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Callable, Iterable, NoReturn, Optional, Protocol, cast
+from typing import Annotated, Any, Callable, Iterable, NoReturn, Optional, Protocol, cast
 
 import typer
 from rich.console import Console
@@ -573,7 +573,12 @@ def serve(
         fail(f"--host: cannot listen on {host!r} ({e.strerror or e}); give an address of this machine, e.g. 127.0.0.1")
     except OSError as e:
         fail(f"--port: cannot listen on {host}:{port} ({e.strerror or e}); choose another --port, or stop what uses it")
-    print("stepbudget serve: stopped", file=sys.stderr)
+    print("stepbudget serve: stopped", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # the warm-up and werkzeug's request threads are daemons that may be inside C++ (numba's LLVM compiling a
+    # kernel); finalizing the interpreter under them can abort the process (glibc: "FATAL: exception not
+    # rethrown"), so a stopped server ends here, its last line written and nothing of the user's left open
+    os._exit(0)
 
 
 def _check_plot(path: str | None) -> None:
@@ -640,6 +645,7 @@ def run() -> None:
         sys.exit(2)
     # a terminated run unwinds like an interrupted one, so its temporary files are removed
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    sys.unraisablehook = _unraisable
     try:
         code = _dispatch()
         sys.stdout.flush()  # a full disk or a closed pipe is found here, not at exit
@@ -656,6 +662,18 @@ def run() -> None:
               "elsewhere", file=sys.stderr)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _unraisable(unraisable: Any) -> None:
+    """A Ctrl-C that lands where Python cannot raise it (inside a C extension's call back into Python, such as
+    pydantic's validators, or a finalizer) is delivered again to the main thread, which exits 130 as on any other
+    Ctrl-C; anything else is reported as Python reports it."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        import _thread
+
+        _thread.interrupt_main()
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _silence_stdout() -> None:
