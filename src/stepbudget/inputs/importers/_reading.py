@@ -72,6 +72,11 @@ class Reading:
                         tuple(self.problems), base)
 
 
+def number(value: Any) -> bool:
+    """A real number as a config states it: an int or a float, never a bool (YAML's and JSON's true is no 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def integer(value: Any) -> int | None:
     """A count as a config states it (8, "8", 8.0), or None where it is not a whole number (``"auto"``, a shell
     expression left unresolved)."""

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, number
 from stepbudget.inputs.importers.megatron import ROUTER_FIELDS, Stated, router
 
 FORMAT = "NeMo 2 / Megatron-Bridge recipe"
@@ -170,7 +170,7 @@ class _Follower:
             v = self.eval(node.operand, scope, depth)
             if isinstance(node.op, ast.Not):
                 return v if isinstance(v, (_Obj, _Unknown)) else not v
-            return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else _Unknown("an expression")
+            return -v if number(v) else _Unknown("an expression")
         if isinstance(node, ast.Attribute):
             owner = self.eval(node.value, scope, depth)
             if isinstance(owner, _Obj):
@@ -382,7 +382,7 @@ class _Mapper:
             self.r.problem(key, f"{value!r} is not an FP8 format; give 'hybrid', 'e4m3' or None")
 
     def dropout(self, value: Any, key: str) -> None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if number(value):
             self.put("model.dropout", bool(value > 0) or bool(self.r.values.get(("model", "dropout"))), key,
                      override=True)
         else:

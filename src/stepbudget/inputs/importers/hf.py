@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepbudget.enums import Balance
-from stepbudget.inputs.importers._reading import Imported, Reading, integer, json_object
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, json_object, number
 from stepbudget.inputs.importers.deepspeed import MARKERS
 
 FORMAT = "Hugging Face config.json"
@@ -236,7 +236,7 @@ def _dropout(k: _Keys) -> None:
     rates = {d: k.doc[d] for d in _DROPOUTS if d in k.doc}
     if not rates:
         return
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1 for v in rates.values()):
+    if not all(number(v) and 0 <= v < 1 for v in rates.values()):
         k.r.problem(", ".join(rates), f"{rates} holds a rate outside [0, 1); give dropout probabilities")
         return
     for d in rates:
@@ -288,7 +288,7 @@ _AUX_TOPK = ("greedy", "group_limited_greedy")
 
 def _weight(value: Any) -> bool:
     """A loss coefficient: a number >= 0."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    return number(value) and value >= 0
 
 
 def _balance(k: _Keys) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepbudget.enums import Balance
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, number
 from stepbudget.inputs.importers.shell import OPERATORS, Script, Shell, Word
 
 FORMAT = "Megatron-LM arguments"
@@ -324,10 +324,6 @@ Stated = dict[str, tuple[Any, str]]
 """A TransformerConfig field -> (its value as Python holds it, the file's key that states it)."""
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def router(r: Reading, given: Stated, spell: Callable[[str], str], unknown: frozenset[str] = frozenset()) -> None:
     """model.moe.balance, capacity_factor and pad_to_capacity from Megatron-Core's router fields (ROUTER_FIELDS).
 
@@ -363,7 +359,7 @@ def _listed(value: Any) -> list[Any]:
 
 def _said(pair: tuple[Any, str]) -> str:
     """A stated field as the where-text of a value two fields decide: its key and value."""
-    return f"{pair[1]} {' '.join(f'{v:g}' if _number(v) else str(v) for v in _listed(pair[0]))}"
+    return f"{pair[1]} {' '.join(f'{v:g}' if number(v) else str(v) for v in _listed(pair[0]))}"
 
 
 def _balance(r: Reading, given: Stated) -> None:
@@ -385,7 +381,7 @@ def _balance(r: Reading, given: Stated) -> None:
     coeffs = _listed(weights[0]) if weights else [0.0]  # transformer_config.py: moe_aux_loss_coeff default 0.0
     if kinds and not all(t in _BALANCING for t in types):
         r.problem(kinds[1], f"{kinds[0]!r} is not one of {', '.join(_BALANCING)}; give one")
-    elif weights and not all(_number(c) and c >= 0 for c in coeffs):
+    elif weights and not all(number(c) and c >= 0 for c in coeffs):
         r.problem(weights[1], f"{weights[0]!r} is not a coefficient >= 0; give one (1e-2 is Megatron's suggestion)")
     elif len(coeffs) != len(types):  # transformer_config.py __post_init__: one coefficient per balancing type
         r.problem(" / ".join(p[1] for p in (kinds, weights) if p),
@@ -408,7 +404,7 @@ def _capacity(r: Reading, given: Stated, spell: Callable[[str], str], factor_unk
         value, key = factor
         if value is None:
             r.ignore(f"{key} (None: dropless, Megatron-Core's default)")
-        elif not _number(value):
+        elif not number(value):
             r.problem(key, f"{value!r} is not a number; give the capacity over the mean load (1.0: the mean), or "
                            "drop it for dropless experts")
         elif value < 0:  # transformer_config.py __post_init__: a factor below 0 becomes None

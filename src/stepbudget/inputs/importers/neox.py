@@ -18,7 +18,7 @@ import yaml
 
 from stepbudget.inputs.documents import read_yaml
 from stepbudget.inputs.importers import deepspeed
-from stepbudget.inputs.importers._reading import Imported, Reading, integer
+from stepbudget.inputs.importers._reading import Imported, Reading, integer, number
 from stepbudget.inputs.importers.deepspeed import Taken, count
 
 FORMAT = "GPT-NeoX YAML"
@@ -157,7 +157,7 @@ def _attention(s: Taken, r: Reading) -> None:
                      "flash or global only)")
     for key in ("hidden_dropout", "attention_dropout"):
         value = s.get(key)
-        if key in s and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1):
+        if key in s and not (number(value) and 0 <= value < 1):
             r.problem(s.name(key), f"{value!r} is no dropout probability; give one in [0, 1)")
             return
     stated = [k for k in ("hidden_dropout", "attention_dropout") if k in s]
