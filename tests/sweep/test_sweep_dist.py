@@ -209,6 +209,7 @@ def test_bad_sweep_options_are_one_line(tmp_path, monkeypatch, args, message):
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"stepbudget: error: {message}") and result.output.count("\n") == 1, result.output
+    assert not (tmp_path / "o").exists()  # refused before a results folder is made: the fixed command needs no --resume
 
 
 def test_out_that_holds_other_files_or_is_a_file_is_refused(tmp_path):

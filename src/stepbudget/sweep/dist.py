@@ -118,9 +118,10 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
     # a worker that dies is replaced and its task runs again: Dask's log lines about it are not the user's to read
     with dask.config.set({"logging.distributed": "error"}):
         if scheduler is not None:
+            reach(scheduler)
             try:
                 client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError, ValueError) as e:
+            except (OSError, TimeoutError, ValueError, TypeError) as e:  # TypeError: tls:// with no TLS settings
                 raise OptionError("scheduler", f"cannot reach {scheduler!r} ({_first_line(e)[:120]}); check "
                                     "the address and that the scheduler runs") from None
             with client:
@@ -140,6 +141,22 @@ def client_for(workers: int | None, scheduler: str | None) -> Iterator[tuple[Any
             except (KeyboardInterrupt, SystemExit):  # stopped: the cluster closes quietly, its shutdown is not news
                 logging.getLogger("distributed").setLevel(logging.CRITICAL)
                 raise
+
+
+def reach(scheduler: str) -> None:
+    """Refuse at once a TCP scheduler address nothing listens at: Dask's client would retry a refused
+    connection until its 20 s timeout, and a mistyped port is the commonest mistake."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        where = urlsplit(scheduler if "://" in scheduler else f"tcp://{scheduler}")
+        if where.scheme not in ("tcp", "tls") or where.hostname is None or where.port is None:
+            return  # ucx, inproc: Dask's own connect says what is wrong
+        socket.create_connection((where.hostname, where.port), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise OptionError("scheduler", f"cannot reach {scheduler!r} ({_first_line(e)[:120]}); check "
+                            "the address and that the scheduler runs") from None
 
 
 @contextmanager
@@ -174,6 +191,8 @@ def run_sweep(sweep: Sweep, out: str, *, workers: int | None = None, scheduler: 
     """Run every point of ``sweep`` not yet in ``out``, writing each as it completes. ``started`` is called
     once the workers are up, ``progress`` after each point. A given Dask ``client`` is used as it is."""
     points = grid_points(sweep)
+    if client is None and scheduler is not None:
+        reach(scheduler)  # before the results folder is made: a mistyped address leaves nothing to --resume
     results = open_results(out, sweep, points, resume)
     start = time.perf_counter()
     try:
