@@ -234,15 +234,23 @@ def bad_value(spec: Field, i: int) -> str:
 def test_every_field_says_what_is_wrong_with_it(watched, server, lang):
     page = watched
     load(page, server, f"?lang={lang}")
-    fields = [(panel, spec) for panel in PANELS for spec in panel.CONTROLS if isinstance(spec, Field)]
-    for i, (panel, spec) in enumerate(fields):
-        ident = f"{panel.PID}-{spec.name}"
-        type_in(page, ident, bad_value(spec, i))
-        message = page.locator(f"#{ident}-error")
-        expect(message).to_contain_text(t(lang, f"{panel.PID}.f.{spec.name}"))
-        expect(page.locator(f"#{panel.PID}-out .stale")).to_be_visible()
-        type_in(page, ident, spec.default)
-        expect(message).to_be_empty()
+    i = 0
+    for panel in PANELS:
+        # A panel's fields all go wrong before any is put right: while one is wrong the panel computes nothing,
+        # so each round trip checks the wiring without re-running the panel. The wiring is the same in both
+        # languages, so Chinese tries one field a panel; test_i18n.py reads every message in both.
+        fields = [spec for spec in panel.CONTROLS if isinstance(spec, Field)][:None if lang == "en" else 1]
+        for spec in fields:
+            ident = f"{panel.PID}-{spec.name}"
+            type_in(page, ident, bad_value(spec, i))
+            i += 1
+            expect(page.locator(f"#{ident}-error")).to_contain_text(t(lang, f"{panel.PID}.f.{spec.name}"))
+            expect(page.locator(f"#{panel.PID}-out .stale")).to_be_visible()
+        for spec in fields:
+            type_in(page, f"{panel.PID}-{spec.name}", spec.default)
+        for spec in fields:
+            expect(page.locator(f"#{panel.PID}-{spec.name}-error")).to_be_empty()
+        expect(page.locator(f"#{panel.PID}-out .stale")).to_have_count(0)
     type_in(page, "p54-M", "100")  # a layout that does not divide: named under its field
     expect(page.locator("#p54-M-error")).to_contain_text("16,384")
 
