@@ -160,9 +160,9 @@ def misc(draw):
 
 
 COMMANDS = {  # the strategy of each command's lines, and its examples on ci (a validate takes 0.5 s, a wire 20 ms)
-    "budget": (budget_like, 120), "search": (search, 60), "scale": (scale, 100), "whatif": (whatif, 120),
-    "simulate": (simulate, 100), "wire": (wire, 150), "moe": (moe, 120), "validate": (validate, 40),
-    "figure": (figure, 80), "misc": (misc, 40)}
+    "budget": (budget_like, 60), "search": (search, 30), "scale": (scale, 50), "whatif": (whatif, 60),
+    "simulate": (simulate, 50), "wire": (wire, 75), "moe": (moe, 60), "validate": (validate, 20),
+    "figure": (figure, 40), "misc": (misc, 20)}
 """One test per command: each gets its own examples, so that a slow command does not starve the others, and
 its own failures."""
 

@@ -14,7 +14,7 @@ SCENARIO_COMMANDS = (("budget",), ("budget",), ("budget", "--json"), ("memory",)
                      ("simulate",))
 
 
-@fuzz_settings(350)
+@fuzz_settings(150)
 @given(scenario_files(), st.sampled_from(SCENARIO_COMMANDS))
 def test_a_scenario_file_gives_a_result_or_one_line_naming_the_field(scenario, command):
     note(scenario.what)
@@ -24,7 +24,7 @@ def test_a_scenario_file_gives_a_result_or_one_line_naming_the_field(scenario, c
         drive([command[0], path.name, *command[1:]], folder, scenario.echo + (scenario.name,))
 
 
-@fuzz_settings(100)
+@fuzz_settings(50)
 @given(runs_files(), st.sampled_from(((), ("--json",), ("--explain", "first"), ("--explain", "nosuch"))))
 def test_a_runs_file_gives_a_result_or_one_line_naming_the_run(runs, options):
     text, what, echo = runs
@@ -36,7 +36,7 @@ def test_a_runs_file_gives_a_result_or_one_line_naming_the_run(runs, options):
         drive(["validate", "--runs", "runs.yaml", *options], folder, echo + ("runs.yaml",))
 
 
-@fuzz_settings(300)
+@fuzz_settings(150)
 @given(matrix_files(), st.sampled_from(("deepseek-v3", "megascale-moe-352b")),
        st.sampled_from(((), ("--json",), ("--skew", "zipf:0.8"))), st.booleans())
 def test_a_matrix_gives_a_result_or_one_line_naming_it(matrix, preset, options, sized):

@@ -27,7 +27,7 @@ WRITERS = (
 )
 
 
-@fuzz_settings(150)
+@fuzz_settings(75)
 @given(st.sampled_from(WRITERS), st.data())
 def test_an_output_path_is_written_whole_or_refused_by_its_option(writer, data):
     argv, option, suffix = writer
@@ -60,7 +60,7 @@ def _sound(kind: str, suffix: str) -> str:
     return "0,1,1,1\n1,0,1,1\n1,1,0,1\n1,1,1,0\n"
 
 
-@fuzz_settings(150)
+@fuzz_settings(75)
 @given(st.sampled_from(READERS), st.data())
 def test_an_input_path_is_read_or_refused_by_name_and_never_hangs(reader, data):
     argv, suffix, kind = reader

@@ -34,7 +34,7 @@ def set_command(draw):
     return argv + sets, tuple(e for _, echo in items for e in echo)
 
 
-@fuzz_settings(400)
+@fuzz_settings(200)
 @given(set_command())
 def test_a_set_item_gives_a_result_or_one_line_naming_the_field(command):
     argv, echo = command
@@ -46,7 +46,7 @@ WHOLE_SCENARIO_CHECKS = ("layout", "batch", "cluster", "model")
 """The sections Scenario's own validators name (inputs/scenario.py, Scenario._consistent)."""
 
 
-@fuzz_settings(150)
+@fuzz_settings(75)
 @given(st.sampled_from([f for f in schema_fields() if f.kind != "section"]), st.sampled_from(PRESETS),
        st.sampled_from(("2001-02-30", "!!timestamp abc", "[" * 135, "9" * 5000, "5e-324", "1.7e308", "nan", ".inf",
                         "-0.0", "\udc80", "a\x00b", "{a: *b}", "!!python/object:os.system", "!!binary @@@", "[]",
