@@ -32,12 +32,16 @@ RTOL = 1e-9
 
 
 def _agree(graph, capacity, **options):
-    """Run both; every task's start and end within RTOL, and the same number of events."""
+    """Run both; every task's start and end within RTOL, and, where they agree to the bit, the same number of
+    events. Where rounding differs, ends due together may be one event in one and two in the other (hypothesis
+    found flows the engine ends at 7.999999999999999 beside a compute due at 8.0: 30 events there, 31 in the
+    reference, which ends the flows at 8.0)."""
     ref = oracle.run_graph(graph, capacity, **options)
     got = run_graph(graph, capacity, **options)
     np.testing.assert_allclose(got.start_s, ref.start_s, rtol=RTOL, atol=0)
     np.testing.assert_allclose(got.end_s, ref.end_s, rtol=RTOL, atol=0)
-    assert got.engine_events == ref.engine_events
+    if np.array_equal(got.start_s, ref.start_s) and np.array_equal(got.end_s, ref.end_s):
+        assert got.engine_events == ref.engine_events
     return got
 
 
