@@ -185,6 +185,28 @@ def test_hidden_communication_slows_the_operator_model_compute_by_the_measured_s
     assert float(b.step_s - none.step_s) == pytest.approx(float(b.contention_s))
 
 
+def test_dualpipe_runs_its_paired_chunks_on_the_sms_its_all_to_all_leaves():
+    # DeepSeek-V3 3.2.1-3.2.2: SMs dedicated to communication by hand (20 of 132), so a pair's compute runs on
+    # the rest for the whole pair, 1 / (1 - s) times as long; DP and PP hidden beside it hold SMs as before
+    from stepbudget.budget.pipeline import dualpipe_unpaired
+    b = one("deepseek-v3", "overlap.comm_sm_share=0.15")
+    p = b.plan
+    assert int(p.schedule) == 5 and float(p.ep) > 1
+    passes = float(b.compute_s - p.optimizer_s)
+    paired = passes * (1 - float(dualpipe_unpaired(p.pp, p.microbatches)))
+    other = sum(float(x.time_s - e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim != Axis.EP)
+    assert float(b.contention_s) == pytest.approx(0.15 * other + 0.15 / 0.85 * paired, rel=1e-12)
+    ep_hidden = sum(float(x.time_s - e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim == Axis.EP)
+    assert 0 < ep_hidden < paired / 0.85  # the all-to-all ends before the pair: the SMs stay held regardless
+    # 1F1B's paired overlap (Megatron-Core's) holds them only while the all-to-all runs
+    one_f = one("deepseek-v3", "overlap.comm_sm_share=0.15", "layout.schedule=1f1b", "overlap.ep_paired=true")
+    hidden = float(one_f.comm_s - one_f.exposed_comm_s)
+    assert float(one_f.contention_s) == pytest.approx(0.15 * hidden, rel=1e-12)
+    # a dense model under DualPipe has no all-to-all to set SMs aside for
+    dense = one("megascale-175b", "layout.schedule=dualpipe", "layout.virtual_stages=1")
+    assert float(dense.contention_s) == pytest.approx(dense.plan.comm_sm_share * float(dense.comm_s - dense.exposed_comm_s))
+
+
 def test_a_stated_rate_already_contains_its_own_overlap():
     b = one("llama3-405b", *KERNEL)
     assert b.plan.rate_source == "stated" and b.plan.comm_sm_share == 0.0

@@ -74,6 +74,12 @@ class Budget:
         return np.zeros(self.plan.shape)
 
     @property
+    def sms_dedicated(self) -> np.ndarray:
+        """Where the communication SMs are set aside for whole paired chunks (DualPipe with an all-to-all), not only
+        while hidden exchanges run: how ``contention_s`` was worked out."""
+        return _sms_dedicated(self.plan, self.exchanges, self.exposed_s)[0]
+
+    @property
     def comm_s(self) -> np.ndarray:
         """All exchange time, hidden or not."""
         return sum((x.time_s for x in self.exchanges), self._zero)
@@ -190,6 +196,13 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
     return [x.time_s - hid * scale for x, hid in zip(xs, hidden)], total * scale
 
 
+def _sms_dedicated(plan: Plan, xs: list[Exchange], exposed: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(where DualPipe sets SMs aside for a hidden all-to-all, EP's hidden seconds): a dense model has none to
+    set them aside for."""
+    ep_hidden = sum((x.time_s - e for x, e in zip(xs, exposed) if x.dim == Axis.EP), np.zeros(plan.shape))
+    return (plan.schedule == pipeline.DUALPIPE_CODE) & (ep_hidden > 0), ep_hidden
+
+
 def estimate(plan: Plan) -> Budget:
     """The analytical step budget of a plan (any array shape); under a measured whole-step rate, the kernel budget
     told at that rate (this module's docstring)."""
@@ -215,8 +228,13 @@ def _kernel_budget(plan: Plan) -> Budget:
     bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v, w_frac=plan.w_frac,
                                       backward_ratio=plan.backward_ratio) * per_microbatch
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
-    # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile
-    contention = plan.comm_sm_share * hidden
+    # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile.
+    # DualPipe's are set aside by hand (DeepSeek-V3 3.2.1): the paired chunks' compute runs on the other
+    # 1 - s throughout, so they are held for the pairs' wall time, paired / (1 - s), not only the all-to-all's
+    dedicated, ep_hidden = _sms_dedicated(plan, xs, exposed)
+    paired = passes_s * (1 - pipeline.dualpipe_unpaired(plan.pp, plan.microbatches))
+    beyond = np.where(dedicated, np.maximum(paired / (1 - plan.comm_sm_share) - ep_hidden, 0.0), 0.0)
+    contention = plan.comm_sm_share * (hidden + beyond)
     overhead = plan.overhead_s * np.ones(plan.shape)
     step = comp + bubble + sum(exposed) + contention + overhead
     mfu = plan.model_flops_per_gpu / (step * plan.peak_flops)  # PaLM App. B, against the BF16 peak

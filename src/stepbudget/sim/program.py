@@ -44,9 +44,8 @@ Taken, not decided (fields of ``budget``, ``budget.plan`` and ``budget.exchanges
   has its link to itself and takes its budget time, so "the simulation equals the budget without
   contention" holds for these terms by construction and cannot catch an overlap error in TP, CP
   or EP. ``nic_bytes > 0`` puts a dimension's transfers on the NIC.
-- SM sharing: each layer is lengthened by ``plan.comm_sm_share`` times its share of the hidden
-  TP/CP/EP time and of the budget's hidden DP and PP time (``time_s - exposed_s``), as the
-  budget's ``contention_s`` is.
+- SM sharing: each layer is lengthened by its pass's share of the budget's ``contention_s``, the
+  compute that hidden communication kernels' SMs take.
 - Sizes: PP's ``call_s`` (one send); DP's ``time_s`` per collective kind (reduce-scatter or
   all-reduce, all-gather), its rounds ``calls / units`` and its bucket size (``units``, at least a
   layer); HSDP's cross-replica all-reduce ``time_s``. Every transfer moves its time times

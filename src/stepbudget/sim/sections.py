@@ -246,9 +246,9 @@ class _Direction:
 
 def _direction(shape: _Shape, terms: _BudgetTerms, ps: _Pass) -> _Direction:
     """A forward or backward pass's times: its share of the budget's hidden and exposed TP, CP, EP time; its layers,
-    lengthened by the SMs the hidden kernels hold (this pass's TP/CP/EP, and its share of the hidden DP and PP)."""
+    lengthened by its share of the compute the hidden kernels' SMs take (the budget's contention_s)."""
     hidden = {d: terms.hidden_s[d] * ps.share / shape.passes for d in terms.hidden_s}
-    extra = terms.sm_share * (sum(hidden.values()) + terms.behind_s * ps.share / shape.passes) / shape.layers_per_chunk
+    extra = terms.contention_s * ps.share / shape.passes / shape.layers_per_chunk
     layer_s = (shape.microbatch_s * ps.share / shape.chunks) / shape.layers_per_chunk + extra
     blocking = sum(terms.exposed_s[d] for d in terms.exposed_s) * ps.share / shape.passes
     return _Direction([(d, t) for d, t in hidden.items() if t > 0], layer_s, blocking)

@@ -286,10 +286,9 @@ class _BudgetTerms:
     """One PP send."""
     pp_exposed_s: float
     """PP's exposed time, used only with a closed-form bubble."""
-    behind_s: float
-    """DP and PP time the budget hides behind compute: its SM share is charged evenly to the passes."""
-    sm_share: float
-    """``plan.comm_sm_share``: the share of compute a hidden communication kernel holds while it runs."""
+    contention_s: float
+    """``budget.contention_s``: compute time the SMs of hidden communication kernels take, charged to the passes
+    in their shares."""
     pp_over_nic: bool
     dp_not_overlapped: bool
     """``overlap.dp = 0``: buckets run outside the compute."""
@@ -304,14 +303,12 @@ def _budget_terms(budget: Budget) -> _BudgetTerms:
     dp = {"reduce": 0.0, "gather": 0.0}
     dp_rounds = {"reduce": 1, "gather": 1}
     dp_edge = {"reduce": 0.0, "gather": 0.0}
-    replicas_s, pp_call, pp_exposed, behind = 0.0, 0.0, 0.0, 0.0
+    replicas_s, pp_call, pp_exposed = 0.0, 0.0, 0.0
     layers = int(plan.layer_units)
     for x, exposed_s in zip(budget.exchanges, budget.exposed_s):
         if float(x.calls) <= 0:
             continue
         t, e = float(x.time_s), float(exposed_s)
-        if x.dim in (Axis.DP, Axis.PP):
-            behind += t - e
         if x.dim in exposed:
             exposed[x.dim] += e
             hidden[x.dim] += t - e
@@ -332,7 +329,7 @@ def _budget_terms(budget: Budget) -> _BudgetTerms:
     dp_setting = plan.scenario.overlap.dp
     return _BudgetTerms(
         exposed_s=exposed, hidden_s=hidden, over_nic=over_nic, reduce=work["reduce"], gather=work["gather"],
-        replicas_s=replicas_s, pp_call_s=pp_call, pp_exposed_s=pp_exposed, behind_s=behind,
-        sm_share=plan.comm_sm_share, pp_over_nic=bool(int(np.asarray(plan.q["pp"])) == 1),
+        replicas_s=replicas_s, pp_call_s=pp_call, pp_exposed_s=pp_exposed, contention_s=float(budget.contention_s),
+        pp_over_nic=bool(int(np.asarray(plan.q["pp"])) == 1),
         dp_not_overlapped=dp_setting != "auto" and float(dp_setting) == 0,
     )

@@ -102,6 +102,7 @@ def budget_dict(budget: Budget) -> dict:
         "exposed_comm_s": _num(budget.exposed_comm_s),
         "contention_s": _num(budget.contention_s),
         "comm_sm_share": float(budget.plan.comm_sm_share),
+        "comm_sms_dedicated": bool(budget.sms_dedicated),
         "step_overhead_s": _num(budget.step_overhead_s),
         "step_s": _num(budget.step_s),
         "mfu": _num(budget.mfu),
@@ -143,7 +144,8 @@ def summary_table(budget: Budget) -> Table:
               + (": DP at the step's edges (the rest waits inside the compute time)" if k is not None else ""))
     if d["contention_s"]:
         t.add_row("SMs held by communication", fmt_time(d["contention_s"]),
-                  f"{budget.plan.comm_sm_share:.0%} of the SMs while hidden exchanges run")
+                  f"{budget.plan.comm_sm_share:.0%} of the SMs " + ("set aside for the all-to-all for the whole of "
+                  "each paired chunk (DualPipe)" if budget.sms_dedicated else "while hidden exchanges run"))
     if d["step_overhead_s"]:
         t.add_row("fixed cost per step", fmt_time(d["step_overhead_s"]),
                   "cluster.step_overhead_s and the profile's costs: host work, syncs")
