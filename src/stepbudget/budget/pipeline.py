@@ -121,17 +121,19 @@ def unpaired_share(schedule, p, m, v) -> np.ndarray:
     return np.clip(share, 0.0, 1.0)
 
 
-def bubble_fraction(schedule, p, m, v, *, w_frac=W_FRAC, backward_ratio=BACKWARD_RATIO) -> np.ndarray:
+def bubble_fraction(schedule, p, m, v, *, w_frac=W_FRAC, backward_ratio=BACKWARD_RATIO, pair_slowdown=1.0
+                    ) -> np.ndarray:
     """Bubble time over ideal compute ``m (t_f + t_b)``, dimensionless; shape: broadcast.
 
     Times are taken relative to ``t_f = 1`` with ``t_b = backward_ratio`` and
-    ``t_w = w_frac * t_b``; DualPipe's ``F&B = F + B``. With the defaults:
+    ``t_w = w_frac * t_b``; DualPipe's ``F&B = pair_slowdown (F + B)``: above 1 where a pair's compute
+    runs on the SMs its all-to-all leaves (budget/step.py). With the defaults:
     GPipe, 1F1B ``(p-1)/m``; interleaved ``(p-1)/(v m)``; ZB-H1 ``(p-1)/(3m)``;
     ZB-H2 0; DualPipe ``(p-2)/(3m)``.
     """
     t_f = np.ones_like(np.asarray(backward_ratio, dtype=float))
     t_b = np.asarray(backward_ratio, dtype=float)
-    bubble = bubble_s(schedule, p, m, v, t_f, t_b, w_frac * t_b)
+    bubble = bubble_s(schedule, p, m, v, t_f, t_b, w_frac * t_b, t_fb=pair_slowdown * (t_f + t_b))
     return bubble / (np.asarray(m, dtype=float) * (t_f + t_b))
 
 

@@ -224,16 +224,18 @@ def _kernel_budget(plan: Plan) -> Budget:
     # the bubble idles a stage for (p-1)/(v m) of everything on its micro-batches' critical path:
     # their compute and the exchanges they wait for (TP, CP all-gathers, EP); not the optimizer step
     per_microbatch = passes_s + sum(e for x, e in zip(xs, exposed) if x.critical)
-    # with the passes' own backward and weight-gradient shares: the zero-bubble and DualPipe bubbles depend on them
-    bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v, w_frac=plan.w_frac,
-                                      backward_ratio=plan.backward_ratio) * per_microbatch
     # communication kernels that run beside compute hold a share of the SMs for as long as they run
     # (DeepSeek-V3 3.2.2: 20 of 132 SMs), so the compute they hide behind loses that share meanwhile.
     # DualPipe's are set aside by hand (DeepSeek-V3 3.2.1): the paired chunks' compute runs on the other
     # 1 - s throughout, so they are held for the pairs' wall time, paired / (1 - s), not only the all-to-all's
     dedicated, ep_hidden = _sms_dedicated(plan, xs, exposed)
+    pair_slowdown = np.where(dedicated, 1 / (1 - plan.comm_sm_share), 1.0)
     paired = passes_s * (1 - pipeline.dualpipe_unpaired(plan.pp, plan.microbatches))
-    beyond = np.where(dedicated, np.maximum(paired / (1 - plan.comm_sm_share) - ep_hidden, 0.0), 0.0)
+    beyond = np.where(dedicated, np.maximum(paired * pair_slowdown - ep_hidden, 0.0), 0.0)
+    # with the passes' own backward and weight-gradient shares, and the pairs' own time (DualPipe's F&B): the
+    # zero-bubble and DualPipe bubbles depend on them
+    bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v, w_frac=plan.w_frac,
+                                      backward_ratio=plan.backward_ratio, pair_slowdown=pair_slowdown) * per_microbatch
     contention = plan.comm_sm_share * (hidden + beyond)
     overhead = plan.overhead_s * np.ones(plan.shape)
     step = comp + bubble + sum(exposed) + contention + overhead

@@ -198,8 +198,10 @@ def _passes_note(budget: Budget) -> str:
     per_mb = float(np.asarray((budget.compute_s - p.optimizer_s) / p.microbatches))
     forward = per_mb / (1 + float(np.asarray(p.backward_ratio)))
     backward = per_mb - forward
+    pair = (f", F&B {fmt_time(per_mb / (1 - p.comm_sm_share))} on the SMs the all-to-all leaves"
+            if budget.sms_dedicated else "")
     return (f"; from F {fmt_time(forward)}, B {fmt_time(backward)}, "
-            f"W {fmt_time(backward * float(np.asarray(p.w_frac)))} a chunk")
+            f"W {fmt_time(backward * float(np.asarray(p.w_frac)))} a chunk{pair}")
 
 
 def step_cost_note(step_s: float) -> str:
