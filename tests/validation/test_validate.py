@@ -588,6 +588,24 @@ def test_out_of_sample_torchtitan_runs_agree_on_what_fp8_and_async_tp_buy():
     assert recompute["torchtitan_llama3_70b_a100_64gpu_fsdp_full_bf16"] == "full"
 
 
+@pytest.mark.parametrize(("versions", "gpu", "kernel"), [
+    ("torch 1963fc8 (2024/12/23), torchtitan 9dec370 (2024/12/26)", None, "flash-attention-2"),  # as the run says
+    ("torch 38410cf9 (2025/06/14), torchtitan 820504e (2025/06/13)", None, "flash-attention-2"),
+    ("torchtitan 6a3a9da (2025/10/09)", None, "best"),  # cuDNN first on every GPU from this commit
+    ("torchtitan 5d3a1e2 (2024/09/01)", None, "best"),  # before pytorch#138522: the recipe holds
+    (None, None, "best"),  # no build named: the recipe's version holds
+    ("torchtitan 9dec370 (2024/12/26)", "NVIDIA A100 SXM 80GB", "best"),  # FlashAttention-2 is the A100's best anyway
+])
+def test_torchtitan_on_hopper_runs_flash_attention_2_until_it_put_cudnn_first(versions, gpu, kernel):
+    run = copy.deepcopy({r["id"]: r for r in load_runs(TORCHTITAN)}["torchtitan_llama31_8b_h100_8gpu_fsdp8_cp1_seq32k_fp8"])
+    run["source"]["versions"] = versions
+    if gpu:
+        run["hardware"] = {"gpu": gpu}
+    case = to_case(run)
+    assert case.scenario.layout.attention_kernel == kernel
+    assert any("FlashAttention-2 (torchtitan before 6a3a9da" in a for a in case.assumptions) == (kernel != "best")
+
+
 def test_out_of_sample_olmo_runs_and_a_table_that_derives_nothing_has_no_footnote():
     rows, _ = validate(str(EXAMPLES / "olmo_runs.yaml"))
     assert len(rows) == 7 and all(r.error is not None for r in rows)

@@ -570,6 +570,26 @@ def ring_overlap(r: StatedRun, sc: dict, notes: list[str]) -> None:
         ov["cp"] = "auto"  # the ring sends the next block while the current one is attended to (by design)
 
 
+HOPPER = ("h100", "h200", "h800")
+TORCHTITAN_FLASH2 = ((2024, 10, 22), (2025, 10, 9))
+"""The torchtitan builds (by date, first included, last not) that ran FlashAttention-2 on Hopper. From
+pytorch#138522 (2024-10-22; 2.5.1) PyTorch's SDPA tries cuDNN last, and at 9dec370 (2024-12-26) torchtitan's model
+called F.scaled_dot_product_attention in that order (a 2.6 nightly of 2024-12-04 gave 329 TFLOP/s there against
+cuDNN's 631 on H100, pytorch#142132) and its CP chose [FLASH_ATTENTION, EFFICIENT_ATTENTION] (torchtitan/utils.py:214);
+from 3b85aa31f (2025-05-14) its wrapper put cuDNN first on capability 10.0 (Blackwell) only; 6a3a9da (2025-10-09,
+"Refactor attention", torchtitan/models/attention.py) put it first on every GPU, as the recipe's version does.
+Earlier builds are left to the recipe: PyTorch tried cuDNN first on H100 for part of 2024 (pytorch#125343, as
+2.5.0 shipped), and the runs that old here name no build."""
+
+
+def _dated(r: StatedRun, project: str) -> tuple[int, int, int]:
+    """The date of ``project``'s build the run's source names (``torchtitan 9dec370 (2024/12/26)``), or the
+    latest date there is when it names none: the recipe's own version then holds."""
+    found = re.search(rf"{project}\s+[0-9a-f]+\s*\((\d{{4}})[/-](\d{{2}})[/-](\d{{2}})\)",
+                      str((r.whole.get("source") or {}).get("versions") or ""))
+    return (int(found[1]), int(found[2]), int(found[3])) if found else (9999, 12, 31)
+
+
 def attention(r: StatedRun, sc: dict, notes: list[str]) -> None:
     stated, fw, out = r.layout.get("attention_kernel"), r.framework.lower(), sc.setdefault("layout", {})
     kernel, read = attention_kernel_of(stated)
@@ -582,6 +602,12 @@ def attention(r: StatedRun, sc: dict, notes: list[str]) -> None:
         # the baseline runs FlashAttention-1
         out["attention_kernel"] = "flash-attention-1"
         notes.append("FlashAttention-1 (MegaScale's baseline): half FlashAttention-2's attention rate")
+    elif "torchtitan" in fw and gpu_of(r.hardware).startswith(HOPPER) and (
+            TORCHTITAN_FLASH2[0] <= _dated(r, "torchtitan") < TORCHTITAN_FLASH2[1]):
+        out["attention_kernel"] = "flash-attention-2"
+        notes.append("attention kernel not stated: FlashAttention-2 (torchtitan before 6a3a9da, 2025-10-09, ran SDPA "
+                     "with FlashAttention-2 first on Hopper: PyTorch's order, cuDNN last since pytorch#138522, then its "
+                     "own [FLASH, EFFICIENT, MATH]; cuDNN first came with 6a3a9da)")
 
 
 def comm_sms(r: StatedRun, sc: dict, notes: list[str]) -> None:
