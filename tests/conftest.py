@@ -23,6 +23,20 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "fuzz: hypothesis drives the command line with odd input (tests/fuzz); "
                    "pytest -m fuzz --hypothesis-profile=long for a night's run")
+    if not hasattr(config, "workerinput"):  # xdist's controller, or a run without xdist: before any worker starts
+        _compile_once()
+
+
+def _compile_once() -> None:
+    """Compile the numba kernels into their cache on disk once, before xdist's workers, the web server, Dask's
+    workers and the command-line subprocesses start: on a fresh checkout each of them would otherwise compile
+    them itself, about 35 s of CPU apiece."""
+    from stepbudget.a2a import _compiled
+    from stepbudget.sim.step import sim_budget, simulate_step
+
+    if _compiled.AVAILABLE:  # without numba the kernels are plain Python: nothing to compile
+        _compiled.warm()
+        simulate_step(sim_budget(sb.load("hpn-gpt3-175b")))
 
 
 @pytest.fixture(scope="session")
