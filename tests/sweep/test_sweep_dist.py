@@ -127,7 +127,9 @@ def test_an_interrupted_sweep_resumes_to_the_uninterrupted_result(reference, tmp
     assert proc.returncode == code, err
     if workers == "0":  # Dask may still log its own loop's cancellation when interrupted (see the docs)
         assert "Traceback" not in err and "ERROR" not in err, err
-    written = len(_manifest(out))
+    # the point files are what is written (--resume rebuilds the manifest from them): Ctrl-C may land between a
+    # file's rename and its manifest line
+    written = len([p for p in (out / POINTS).glob("*.parquet") if not p.name.startswith(".")])
     assert 2 <= written < 9, "the sweep ended before it could be interrupted"
     if sig == signal.SIGINT:
         assert f"{written} of 9 points are written" in err and "--resume goes on" in err
