@@ -80,6 +80,12 @@ class Budget:
         return _sms_dedicated(self.plan, self.exchanges, self.exposed_s)[0]
 
     @property
+    def pair_slowdown(self) -> np.ndarray:
+        """A paired chunk's time over its compute alone (DualPipe's F&B over F + B): 1 / (1 - share) where the SMs
+        are set aside (``sms_dedicated``), else 1."""
+        return _pair_slowdown(self.plan, self.sms_dedicated)
+
+    @property
     def comm_s(self) -> np.ndarray:
         """All exchange time, hidden or not."""
         return sum((x.time_s for x in self.exchanges), self._zero)
@@ -196,6 +202,10 @@ def _exposed(plan: Plan, xs: list[Exchange], compute_s: np.ndarray) -> tuple[lis
     return [x.time_s - hid * scale for x, hid in zip(xs, hidden)], total * scale
 
 
+def _pair_slowdown(plan: Plan, dedicated: np.ndarray) -> np.ndarray:
+    return np.where(dedicated, 1 / (1 - plan.comm_sm_share), 1.0)
+
+
 def _sms_dedicated(plan: Plan, xs: list[Exchange], exposed: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(where DualPipe sets SMs aside for a hidden all-to-all, EP's hidden seconds): a dense model has none to
     set them aside for."""
@@ -229,9 +239,11 @@ def _kernel_budget(plan: Plan) -> Budget:
     # DualPipe's are set aside by hand (DeepSeek-V3 3.2.1): the paired chunks' compute runs on the other
     # 1 - s throughout, so they are held for the pairs' wall time, paired / (1 - s), not only the all-to-all's
     dedicated, ep_hidden = _sms_dedicated(plan, xs, exposed)
-    pair_slowdown = np.where(dedicated, 1 / (1 - plan.comm_sm_share), 1.0)
-    paired = passes_s * (1 - pipeline.dualpipe_unpaired(plan.pp, plan.microbatches))
-    beyond = np.where(dedicated, np.maximum(paired * pair_slowdown - ep_hidden, 0.0), 0.0)
+    pair_slowdown = _pair_slowdown(plan, dedicated)
+    beyond = np.zeros(plan.shape)
+    if np.any(dedicated):  # a search with no DualPipe layout skips the pairs' arithmetic
+        paired = passes_s * (1 - pipeline.dualpipe_unpaired(plan.pp, plan.microbatches))
+        beyond = np.where(dedicated, np.maximum(paired * pair_slowdown - ep_hidden, 0.0), 0.0)
     # with the passes' own backward and weight-gradient shares, and the pairs' own time (DualPipe's F&B): the
     # zero-bubble and DualPipe bubbles depend on them
     bubble = pipeline.bubble_fraction(plan.schedule, plan.pp, plan.microbatches, plan.v, w_frac=plan.w_frac,

@@ -198,7 +198,7 @@ def _passes_note(budget: Budget) -> str:
     per_mb = float(np.asarray((budget.compute_s - p.optimizer_s) / p.microbatches))
     forward = per_mb / (1 + float(np.asarray(p.backward_ratio)))
     backward = per_mb - forward
-    pair = (f", F&B {fmt_time(per_mb / (1 - p.comm_sm_share))} on the SMs the all-to-all leaves"
+    pair = (f", F&B {fmt_time(per_mb * float(np.asarray(budget.pair_slowdown)))} on the SMs the all-to-all leaves"
             if budget.sms_dedicated else "")
     return (f"; from F {fmt_time(forward)}, B {fmt_time(backward)}, "
             f"W {fmt_time(backward * float(np.asarray(p.w_frac)))} a chunk{pair}")
