@@ -14,8 +14,12 @@ from stepbudget.web.panels import PANELS, p53, p55, p56, p57
 
 from _web import compute, shown
 
-CHAPTER_TERMS = ("強擴展", "大象流", "低熵", "突發性", "工作週期", "平衡點", "管線平行")
+CHAPTER_TERMS = ("強擴展", "大象流", "低熵", "突發性", "工作週期", "平衡點", "管線平行", "前向", "反向", "梯度桶")
 """Chapter 5's Chinese terms (its glossary and text)."""
+ENGLISH_FOR_CHINESE = re.compile(r"\b(pass|passes|bucket|buckets)\b")
+"""English words the chapter writes in Chinese (前向/反向, 梯度桶)."""
+HALF_WIDTH_IN_PROSE = re.compile(r"(?<![0-9])[,;:?!](?![0-9])|\((?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff])\)")
+"""Half-width punctuation where Chinese typesets full-width (，；：？！（）); digits' 1,024 and 1:1 stay."""
 
 
 def placeholders(template: str) -> set[str]:
@@ -33,6 +37,14 @@ def test_both_catalogs_have_the_same_keys_none_empty_and_the_same_placeholders()
 def test_the_chinese_uses_the_chapters_terms():
     words = " ".join(i18n.catalog("zh-Hant").values())
     assert [term for term in CHAPTER_TERMS if term not in words] == []
+    assert ENGLISH_FOR_CHINESE.findall(re.sub(r"\{[^}]*\}", "", words)) == []
+
+
+def test_the_chinese_punctuation_is_full_width_in_prose():
+    han = re.compile(r"[\u3400-\u9fff]")
+    half = {key: text for key, text in i18n.catalog("zh-Hant").items()
+            if han.search(text) and HALF_WIDTH_IN_PROSE.search(re.sub(r"\{[^}]*\}", "", text))}
+    assert half == {}
 
 
 def settings():
