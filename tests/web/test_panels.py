@@ -90,7 +90,7 @@ def test_panel_5_4_full_model_matches_budget_and_scale():
 
 
 @pytest.mark.parametrize("lang, words", [("en", "does not fit: it needs 92.1 GB per GPU against 80 GB"),
-                                         ("zh-Hant", "放不下:每顆 GPU 需要 92.1 GB,HBM 只有 80 GB")])
+                                         ("zh-Hant", "放不下：每顆 GPU 需要 92.1 GB，HBM 只有 80 GB")])
 def test_panel_5_4_says_when_the_full_models_job_does_not_fit(lang, words):
     assert words in text(find(run(p54, lang, G="8,192"), "p54-no-fit"))  # Llama 3 on half its GPUs, as budget says
     with pytest.raises(KeyError):
