@@ -174,7 +174,7 @@ def test_the_language_switch(watched, server):
     for selector in ("#p51-t-bytes", "#p54-terms", "#p57-table", "#p53-table"):
         page.wait_for_selector(selector)
     zh = catalog("zh-Hant")
-    expect(page.locator("#p51 h2")).to_contain_text(zh["p51.heading"])
+    expect(page.locator("#p51 > h3")).to_contain_text(zh["p51.heading"])
     expect(page).to_have_title(zh["app.title"])
     assert page.evaluate("document.documentElement.lang") == "zh-Hant"
     expect(page.locator("#p54-G")).to_have_value("131,072")  # the controls come along

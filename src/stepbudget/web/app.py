@@ -18,8 +18,9 @@ from urllib.parse import parse_qsl
 from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html
 
 from stepbudget.views.i18n import DEFAULT_LANG, LANGS, t
+from stepbudget.web import figures
 from stepbudget.web.components import Hyphenated
-from stepbudget.web.panels import PANELS
+from stepbudget.web.panels import PANELS, p51, p52, p53, p54, p55, p56, p57
 
 SWITCH = {"en": "to-en", "zh-Hant": "to-zh"}
 
@@ -28,11 +29,35 @@ def _state(search: str | None) -> dict[str, str]:
     return dict(parse_qsl((search or "").lstrip("?"), keep_blank_values=True))
 
 
+SECTIONS: tuple[tuple[str, tuple[str, ...], tuple], ...] = (
+    ("5.1", ("5.1",), ()),
+    ("5.2", (), (p51,)),
+    ("5.3", (), (p52, p53)),
+    ("5.4", (), (p54,)),
+    ("5.5", (), (p55,)),
+    ("5.6", (), (p56,)),
+    ("5.7", (), (p57,)),
+)
+"""The chapter's sections, in its order: each with the figures it shows on its own (Figure 5.1, which has no
+panel: it follows Panel 5.4's job) and its panels, which show their figures beside their controls."""
+
+
+def section_id(number: str) -> str:
+    return "s" + number.replace(".", "-")
+
+
 def page(lang: str, state: dict[str, str]) -> list:
     """The whole page in ``lang``, every control at its value in ``state`` (the URL query) or its default."""
     switch = [html.Button(name, id=SWITCH[code], className="lang" + (" current" if code == lang else ""),
                           lang=code, disabled=code == lang) for code, name in LANGS.items()]
-    nav = [html.A(t(lang, f"{p.PID}.number") + " " + t(lang, f"{p.PID}.short"), href=f"#{p.PID}") for p in PANELS]
+    nav = [html.A([html.Span(n, className="number"), " ", t(lang, f"section.{n}.short")], href=f"#{section_id(n)}")
+           for n, _, _ in SECTIONS]
+    sections = [html.Section(id=section_id(n), className="chapter-section", children=[
+        html.H2([html.Span(n, className="number"), " ", t(lang, f"section.{n}.title")]),
+        html.P(t(lang, f"section.{n}.lede"), className="lede"),
+        *figures.graphs(lang, idents),
+        *[p.layout(lang, state) for p in panels],
+    ]) for n, idents, panels in SECTIONS]
     return [
         dcc.Store(id="lang", data=lang),
         html.Header([
@@ -40,7 +65,7 @@ def page(lang: str, state: dict[str, str]) -> list:
             html.Div(switch, className="switch", role="group", **Hyphenated({"aria-label": t(lang, "app.language")})),
         ]),
         html.Nav(nav),
-        html.Main([p.layout(lang, state) for p in PANELS]),
+        html.Main(sections),
         html.Footer(html.P(t(lang, "app.footer"))),
         dcc.Store(id="switched"),
         dcc.Store(id="title", data=t(lang, "app.title")),

@@ -8,6 +8,7 @@ ending with the controls' values, which assets/stepbudget.js keeps in the page's
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Iterable, TypedDict
@@ -40,26 +41,96 @@ def cid(pid: str, name: str) -> str:
 
 
 def section(lang: str, pid: str, controls: list, out_children: list | None = None, extra: Iterable = (),
-            figure: list | None = None) -> html.Section:
-    """Heading, caption, controls, the output, and the figure area (the next issue's figures go there)."""
+            figure: list | None = None, questions: tuple[Question, ...] = ()) -> html.Section:
+    """A panel: its label and heading, caption, controls, the output, its figures beside them on a wide screen,
+    and the chapter's questions for it."""
     return html.Section(id=pid, className="panel", children=[
-        html.H2([html.Span(t(lang, f"{pid}.number"), className="number"), " ", t(lang, f"{pid}.heading")]),
+        html.H3([html.Span(t(lang, "page.panel", number=t(lang, f"{pid}.number")), className="number"), " ",
+                 t(lang, f"{pid}.heading")]),
         html.P(t(lang, f"{pid}.caption"), className="caption"),
         *extra,
-        html.Div(controls, className="controls"),
-        dcc.Markdown(html_of(out_children or []), id=cid(pid, "out"), className="out", dangerously_allow_html=True),
-        html.Div(figure or [], id=cid(pid, "figure"), className="figure-area"),
+        html.Div(className="panel-body", children=[
+            html.Div(className="panel-main", children=[
+                html.Div([*controls, html.P(t(lang, "page.hint"), className="hint")], className="controls"),
+                dcc.Markdown(html_of(out_children or []), id=cid(pid, "out"), className="out",
+                             dangerously_allow_html=True),
+                *([html.Div([ask(lang, pid, q) for q in questions], className="questions")] if questions else []),
+            ]),
+            html.Div(figure or [], id=cid(pid, "figure"), className="figure-area"),
+        ]),
     ])
 
 
+@dataclass(frozen=True)
+class Question:
+    """One of the chapter's questions to the reader of a panel: ``key`` names its catalog texts (q.<pid>.<key>.ask
+    and .answer); ``sets`` are the controls its "try it" button types, as a reader would."""
+
+    key: str
+    sets: tuple[tuple[str, str], ...]
+    answer: Callable[[str], dict] = lambda lang: {}
+    """The answer's values, in ``lang``: numbers the library computes for the setting."""
+
+
+def ask(lang: str, pid: str, q: Question) -> html.Div:
+    """The question, its "try it" button and its answer, hidden until the reader opens it."""
+    return html.Div(className="question", id=cid(pid, f"q-{q.key}"), children=[
+        html.P([html.Span(t(lang, "page.question"), className="label"), " ", t(lang, f"q.{pid}.{q.key}.ask")]),
+        html.Button(t(lang, "page.try"), id=cid(pid, f"try-{q.key}"), className="try"),
+        html.Details([html.Summary(t(lang, "page.answer")),
+                      html.P(t(lang, f"q.{pid}.{q.key}.answer", **q.answer(lang)))]),
+    ])
+
+
+def register_questions(app, pid: str, questions: tuple[Question, ...], specs: tuple[Control, ...]) -> None:
+    """The "try it" buttons: each types its setting into the panel's controls, the other text fields back at their
+    defaults (so the answer's numbers hold), and the panel updates as for a reader."""
+    names = [s.name for s in specs if isinstance(s, Field) or any(s.name in dict(q.sets) for q in questions)]
+    defaults = {s.name: s.default for s in specs}
+
+    @app.callback([Output(cid(pid, n), "value", allow_duplicate=True) for n in names],
+                  [Input(cid(pid, f"try-{q.key}"), "n_clicks") for q in questions], prevent_initial_call=True)
+    def _try(*_clicks: Any) -> list:
+        chosen = next((q for q in questions if cid(pid, f"try-{q.key}") == callback_context.triggered_id), None)
+        if chosen is None:
+            return [no_update] * len(names)
+        return [dict(chosen.sets).get(n, defaults[n]) for n in names]
+
+
 def field(lang: str, pid: str, f: Field, value: str) -> html.Div:
-    """A labelled text control, with the place its message goes."""
+    """A labelled text control, its slider where it has one, and the place its message goes."""
     ident = cid(pid, f.name)
     return html.Div(className="field", children=[
         html.Label(t(lang, f"{pid}.f.{f.name}"), htmlFor=ident),
         dcc.Input(id=ident, value=value, type="text", debounce=True, autoComplete="off", spellCheck=False),
+        *([slider(ident, f, value)] if f.slider else []),
         html.Div(id=f"{ident}-error", className="field-error", role="alert"),
     ])
+
+
+def slider(ident: str, f: Field, value: str) -> html.Div:
+    """The slider under a text field, at the field's value (or its default, when the value does not read)."""
+    assert f.slider is not None
+    low, high, step = f.slider.ends()
+    try:
+        at = f.slider.position(f.read(value))
+    except FieldError:
+        at = f.slider.position(f.read(f.default))
+    return html.Div(dcc.Slider(id=f"{ident}-slider", min=low, max=high, step=step, value=min(max(at, low), high),
+                               marks=None, included=False, updatemode="mouseup",
+                               allow_direct_input=False), className="slider")
+
+
+def sync_slider(app, ident: str, f: Field) -> None:
+    """Field and slider move together, in the browser: dragging writes the field (throttled, so the panel follows
+    while the reader drags), typing moves the slider (assets/stepbudget.js ``slide``)."""
+    assert f.slider is not None
+    spec = json.dumps({**f.shown_as(), "id": ident, "scale_kind": f.slider.scale, "low": f.slider.low, "high": f.slider.high})
+    app.clientside_callback(
+        f"function(drag, at, text) {{ return window.dash_clientside.stepbudget.slide({spec}, drag, at, text); }}",
+        Output(ident, "value"), Output(f"{ident}-slider", "value"),
+        Input(f"{ident}-slider", "drag_value"), Input(f"{ident}-slider", "value"), Input(ident, "value"),
+        prevent_initial_call=True)
 
 
 def choice(lang: str, pid: str, c: Choice, value) -> html.Div:
@@ -193,6 +264,9 @@ def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., l
     assets/stepbudget.js copies into the page's URL), so a reload or a shared link restores them.
     """
     kinds = {s.name: s.kind for s in specs if isinstance(s, Field)}  # the unit a message shows bounds in
+    for spec in specs:
+        if isinstance(spec, Field) and spec.slider:
+            sync_slider(app, cid(pid, spec.name), spec)
     inputs = [Input(cid(pid, s.name), "value") for s in specs]
     errors_at = [f"{cid(pid, s.name)}-error" for s in specs]
     outputs = [Output(cid(pid, "out"), "children")] + [Output(e, "children") for e in errors_at]

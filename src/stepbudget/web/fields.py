@@ -23,6 +23,31 @@ class FieldError(ValueError):
 
 
 @dataclass(frozen=True)
+class Slider:
+    """The slider beside a text field: the span it covers (SI units, as the field reads) and how its positions
+    step: ``powers`` of two (GPUs, batches, degrees), ``log`` for quantities that span decades (parameters,
+    bandwidths, rates), ``linear`` in ``step`` for a fraction or a small count. It writes the field's text in the
+    default's unit (assets/stepbudget.js), so what a reader drags is what a reader could have typed."""
+
+    low: float
+    high: float
+    scale: str = "log"
+    step: float = 1.0
+
+    def position(self, value: float) -> float:
+        """Where ``value`` sits on the slider (its log2, log10 or the value itself)."""
+        return math.log2(value) if self.scale == "powers" else math.log10(value) if self.scale == "log" else value
+
+    def ends(self) -> tuple[float, float, float]:
+        """The slider's min, max and step in positions."""
+        if self.scale == "powers":
+            return math.log2(self.low), math.log2(self.high), 1.0
+        if self.scale == "log":
+            return math.log10(self.low), math.log10(self.high), (math.log10(self.high) - math.log10(self.low)) / 400
+        return self.low, self.high, self.step
+
+
+@dataclass(frozen=True)
 class Field:
     """One text control: ``kind`` is count, integer, fraction, or a unit kind (rate, flops, bytes, time)."""
 
@@ -34,6 +59,7 @@ class Field:
     low_open: bool = True
     """Whether ``low`` itself is refused (most quantities must be > 0)."""
     example: str = ""
+    slider: Slider | None = None
 
     def read(self, text: object) -> float:
         """The value in SI units, or FieldError."""
@@ -44,6 +70,17 @@ class Field:
             raise FieldError("range_open" if self.low_open else "range", value=str(text).strip(), low=self.low,
                              high=self.high, example=self.example or self.default)
         return value
+
+
+    def shown_as(self) -> dict:
+        """How the slider writes a value back in the default's style: the unit after the number, its scale,
+        whether a space separates them, and whether thousands are grouped (16,384)."""
+        m = re.fullmatch(r"\s*([0-9.,]+)(\s*)(.*?)\s*", self.default)
+        number, space, unit = (m.group(1), m.group(2), m.group(3)) if m else (self.default, "", "")
+        value = self.read(self.default)
+        plain = float(number.replace(",", "")) if m else value
+        return {"kind": self.kind, "unit": unit, "space": space, "scale": value / plain if plain else 1.0,
+                "grouped": "," in number, "whole": self.kind in ("count", "integer")}
 
 
 @dataclass(frozen=True)
@@ -63,8 +100,8 @@ class Choice:
         return value if value in self.options else self.default
 
 
-_GROUPED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?\b")
-"""Commas group thousands (16,384): a comma anywhere else (1,5) is not read as a number."""
+_GROUPED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?(?![0-9,])")
+"""Commas group thousands (16,384, 16,384ms): a comma anywhere else (1,5) is not read as a number."""
 
 
 def _read(kind: str, text: object, example: str) -> float:

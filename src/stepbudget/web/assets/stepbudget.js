@@ -28,8 +28,109 @@
     });
 })();
 
+// The sliders beside the text fields. A field's text is read as the server reads it (units.parse: the same
+// prefixes and units; tests/web check the two agree), only to place its slider; the server still reads the text.
+const PREFIX = {"": 1, k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18};
+const BINARY = {Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40};
+const TIME = {s: 1, ms: 1e-3, us: 1e-6, "µs": 1e-6, ns: 1e-9, min: 60, h: 3600};
+
+function unitScale(unit, kind) {
+    const prefixed = function (core) { return Object.prototype.hasOwnProperty.call(PREFIX, core) ? PREFIX[core] : null; };
+    if (kind === "time") { return Object.prototype.hasOwnProperty.call(TIME, unit) ? TIME[unit] : null; }
+    if (kind === "count" || kind === "integer") {
+        if (unit === "B") { return 1e9; }
+        return prefixed(unit) !== null ? prefixed(unit) : (BINARY[unit] || null);
+    }
+    if (kind === "bytes") {
+        for (const p in BINARY) { if (unit === p + "B" || unit === p + "b") { return BINARY[p]; } }
+        return unit.endsWith("B") ? prefixed(unit.slice(0, -1)) : null;
+    }
+    if (kind === "rate") {
+        if (!(unit.endsWith("/s") || unit.endsWith("ps"))) { return null; }
+        const core = unit.slice(0, -2);
+        if (core.endsWith("B")) { return prefixed(core.slice(0, -1)); }
+        if (core.endsWith("b")) { const p = prefixed(core.slice(0, -1)); return p === null ? null : p / 8; }
+        return null;
+    }
+    if (kind === "flops") {
+        for (const spelled of ["FLOP/s", "FLOPS", "FLOPs/s"]) {
+            if (unit.endsWith(spelled)) { return prefixed(unit.slice(0, -spelled.length)); }
+        }
+    }
+    return null;
+}
+
+function readField(text, kind) {
+    // the number a field's text stands for, in SI units, or null where the server refuses it (web/fields.py _read)
+    if (typeof text !== "string" || !text.trim()) { return null; }
+    const shown = text.trim();
+    if (shown.includes(",") && !/^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?(?![0-9,])/.test(shown)) { return null; }
+    if (shown.startsWith("-")) { return null; }
+    const s = shown.replace(/[,_]/g, "");
+    const number = function (t) { return /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/.test(t) ? Number(t) : null; };
+    if (kind === "fraction") {
+        const pct = s.endsWith("%");
+        const x = number(s.replace(/%$/, "").trim());
+        return x === null ? null : (pct ? x / 100 : x);
+    }
+    if (kind === "real") { return number(s); }
+    if (kind !== "count" && kind !== "integer" && /^[-+]?[0-9.eE+-]+$/.test(s)) { return null; }  // no unit
+    if (kind === "integer" && !/^[0-9.eE+]+$/.test(s)) { return null; }
+    const m = /^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*(?:\/s)?)\s*$/.exec(s);
+    if (!m) { return null; }
+    const scale = m[2] === "" ? 1 : unitScale(m[2], kind);
+    return scale === null ? null : Number(m[1]) * scale;
+}
+
+function positionOf(spec, x) {
+    return spec.scale_kind === "powers" ? Math.log2(x) : spec.scale_kind === "log" ? Math.log10(x) : x;
+}
+
+function valueAt(spec, at) {
+    return spec.scale_kind === "powers" ? 2 ** Math.round(at) : spec.scale_kind === "log" ? 10 ** at : at;
+}
+
+function shown(spec, x) {
+    // a value as the field's default writes it: its unit, its spacing, thousands grouped where the default is
+    let n = x / spec.scale;
+    if (spec.whole) { n = Math.round(n); }
+    let text;
+    if (spec.grouped || (spec.whole && spec.unit === "")) {
+        text = n.toLocaleString("en-US", {maximumFractionDigits: 0, useGrouping: spec.grouped});
+    } else {
+        text = String(Number(n.toPrecision(3)));
+    }
+    return text + spec.space + spec.unit;
+}
+
+const lastSent = new Map();
+const THROTTLE_MS = 120;
+
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
     stepbudget: {
+        slide: function (spec, drag, at, text) {
+            const noUpdate = window.dash_clientside.no_update;
+            const ctx = window.dash_clientside.callback_context;
+            const trigger = ctx.triggered.length ? ctx.triggered[0].prop_id : "";
+            const typed = readField(text, spec.kind);
+            const here = typed === null ? null : positionOf(spec, typed);
+            if (trigger.endsWith(".value") && !trigger.includes("-slider")) {  // typed: the slider follows
+                if (here === null || !Number.isFinite(here)) { return [noUpdate, noUpdate]; }
+                return [noUpdate, here];
+            }
+            const moved = trigger.endsWith(".drag_value") ? drag : at;
+            if (moved === null || moved === undefined || (here !== null && Math.abs(moved - here) < 1e-9)) {
+                return [noUpdate, noUpdate];
+            }
+            if (trigger.endsWith(".drag_value")) {  // while dragging, at most one update per THROTTLE_MS
+                const now = performance.now();
+                if (now - (lastSent.get(spec.id) || 0) < THROTTLE_MS) { return [noUpdate, noUpdate]; }
+                lastSent.set(spec.id, now);
+            }
+            return [shown(spec, valueAt(spec, moved)), noUpdate];
+        },
+        read: readField,
+        shown: shown,
         title: function (title, lang) {
             document.title = title;
             document.documentElement.lang = lang;

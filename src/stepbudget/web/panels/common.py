@@ -7,16 +7,20 @@ from dash import html
 from stepbudget.api import Unmapped
 from stepbudget.views import fmt
 from stepbudget.web.components import PanelProblem
-from stepbudget.web.fields import Field
+from stepbudget.web.fields import Field, Slider
 from stepbudget.views.i18n import t
 
 # the chapter's worked example (5.3, formulas.md 9.1): Llama 3 405B on 16,384 GPUs, 2^24 tokens, 400 TFLOP/s
-N = Field("N", "count", "405B", low=1e6, high=1e15, example="405B")
-G = Field("G", "count", "16,384", low=1, low_open=False, example="16,384")
-B = Field("B", "count", "16,777,216", low=1, low_open=False, example="16,777,216")
-F = Field("F", "flops", "400 TFLOP/s", low=1e9, high=1e18, example="400 TFLOP/s")
-NIC = Field("nic", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s")
-PEAK = Field("peak", "flops", "989 TFLOP/s", low=1e9, high=1e18, example="989 TFLOP/s")
+# sliders span the chapter's values: 1B-2T parameters, 64 to 262,144 GPUs, 1M-64M-token batches, 25 Gb/s-1.6 Tb/s
+N = Field("N", "count", "405B", low=1e6, high=1e15, example="405B", slider=Slider(1e9, 2e12))
+G = Field("G", "count", "16,384", low=1, low_open=False, example="16,384", slider=Slider(64, 2**18, "powers"))
+B = Field("B", "count", "16,777,216", low=1, low_open=False, example="16,777,216",
+          slider=Slider(2**20, 2**26, "powers"))
+F = Field("F", "flops", "400 TFLOP/s", low=1e9, high=1e18, example="400 TFLOP/s", slider=Slider(50e12, 5e15))
+NIC = Field("nic", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s", slider=Slider(25e9 / 8, 1.6e12 / 8))
+PEAK = Field("peak", "flops", "989 TFLOP/s", low=1e9, high=1e18, example="989 TFLOP/s", slider=Slider(100e12, 10e15))
+M = Slider(1, 1024, "powers")
+"""A model-parallel group's slider: 1 (pure DP) to 1,024 GPUs."""
 
 
 def check_split(G: float, M: float, field: str = "M") -> None:

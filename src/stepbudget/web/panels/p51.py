@@ -9,15 +9,15 @@ from stepbudget.api import FullModel, full_model
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt
-from stepbudget.web.fields import Field
+from stepbudget.web.fields import Field, Slider
 from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
 PID = "p51"
 CONTROLS = (
     common.N, common.G, common.B, common.F, common.NIC,
-    Field("M", "count", "1", low=1, low_open=False, example="128"),
-    Field("hbm", "rate", "3.35 TB/s", low=1e6, high=1e15, example="3.35 TB/s"),
+    Field("M", "count", "1", low=1, low_open=False, example="128", slider=common.M),
+    Field("hbm", "rate", "3.35 TB/s", low=1e6, high=1e15, example="3.35 TB/s", slider=Slider(0.5e12, 20e12)),
 )
 
 

@@ -9,7 +9,7 @@ from stepbudget.api import FullModel, dp_differs, dp_totals, full_model
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt
-from stepbudget.web.fields import Choice, Field
+from stepbudget.web.fields import Choice, Field, Slider
 from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
@@ -17,13 +17,13 @@ PID = "p52"
 PRECISIONS = {"bf16": fo.BF16, "fp32": fo.FP32}
 CONTROLS = (
     common.N,
-    Field("M", "count", "128", low=1, low_open=False, example="128"),
-    Field("D", "count", "128", low=1, low_open=False, example="128"),
+    Field("M", "count", "128", low=1, low_open=False, example="128", slider=common.M),
+    Field("D", "count", "128", low=1, low_open=False, example="128", slider=Slider(2, 2**17, "powers")),
     Choice("kind", tuple(k.value for k in fo.DPKind), fo.DPKind.ALL_REDUCE.value),
     Choice("grads", tuple(PRECISIONS), "bf16"),
     Choice("params", tuple(PRECISIONS), "bf16"),
     common.NIC,
-    Field("compute", "time", "6.2 s", low=0, high=1e7, example="6.2 s"),
+    Field("compute", "time", "6.2 s", low=0, high=1e7, example="6.2 s", slider=Slider(0.1, 100)),
     common.F,
 )
 

@@ -7,7 +7,7 @@ from dash import Input, Output, html
 from stepbudget.api import dimensions as dims
 from stepbudget.web import components as ui
 from stepbudget.views import fmt
-from stepbudget.web.fields import Choice, Field
+from stepbudget.web.fields import Choice, Field, Slider
 from stepbudget.views.i18n import t
 
 PID = "p53"
@@ -16,16 +16,23 @@ ORDERS = ("tp,cp,pp,dp", "tp,cp,dp,pp", "dp,tp,cp,pp", "tp,dp,cp,pp")
 """Rank orders, innermost first: Llama 3's and Megatron's, DeepSeek-V3's (DP inside a pipeline stage), DP inside
 the node (HPN's exercise), and TP then DP."""
 DEFAULT = "hpn-gpt3-175b"
+SLIDERS = {"tp": Slider(1, 64, "powers"), "cp": Slider(1, 64, "powers"), "pp": Slider(1, 128, "powers"),
+           "dp": Slider(1, 2**16, "powers"), "ep": Slider(1, 256, "powers"), "experts": Slider(1, 512, "powers"),
+           "top_k": Slider(1, 16, "linear"), "micro_batch": Slider(1, 64, "powers"),
+           "seq_len": Slider(512, 2**20, "powers")}
 CONTROLS: tuple[ui.Control, ...] = (
     Choice("preset", dims.PANEL_PRESETS, DEFAULT),
     *(Field(name, "integer", str(getattr(dims.preset_degrees(DEFAULT), name)), low=1, low_open=False, high=2**20,
-            example=str(getattr(dims.preset_degrees(DEFAULT), name))) for name in DEGREES),
+            example=str(getattr(dims.preset_degrees(DEFAULT), name)), slider=SLIDERS[name]) for name in DEGREES),
     Choice("order", ORDERS, ORDERS[0]),
+)
+QUESTIONS = (  # the chapter's exercise on HPN's preset: EP 64 with top-2 (64 experts, one per EP rank)
+    ui.Question("hpn_ep", (("ep", "64"), ("experts", "64"), ("top_k", "2"))),
 )
 
 
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), questions=QUESTIONS)
 
 
 def _degrees(v: dict) -> dims.Degrees:
@@ -107,6 +114,7 @@ def _hpn(lang: str, view: dims.DimensionView) -> html.Div:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    ui.register_questions(app, PID, QUESTIONS, CONTROLS)
 
     @app.callback([Output(ui.cid(PID, name), "value") for name in DEGREES] + [Output(ui.cid(PID, "order"), "value")],
                   Input(ui.cid(PID, "preset"), "value"), prevent_initial_call=True)

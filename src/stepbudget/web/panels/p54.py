@@ -10,22 +10,54 @@ from stepbudget.api import FullModel, compare, full_model
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt
-from stepbudget.web.fields import Field
+from stepbudget.web.fields import Field, Slider
 from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
 PID = "p54"
 CONTROLS = (
     common.N, common.G, common.B,
-    Field("M", "count", "128", low=1, low_open=False, example="128"),
+    Field("M", "count", "128", low=1, low_open=False, example="128", slider=common.M),
     common.NIC, common.F,
-    Field("phi", "fraction", "0.9", low=0, high=1, low_open=False, example="0.9"),
+    Field("phi", "fraction", "0.9", low=0, high=1, low_open=False, example="0.9", slider=Slider(0, 1, "linear", 0.05)),
     common.PEAK,
 )
 
 
+def _first(**changes: str) -> fo.StrongScaling:
+    """The first-order step at the panel's defaults with ``changes`` typed in."""
+    v = {c.name: c.read(changes.get(c.name, c.default)) for c in CONTROLS}
+    return fo.strong_scaling(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"], v["phi"], v["peak"])
+
+
+def _answer_m1(lang: str) -> dict:
+    base, one = _first(), _first(M="1")
+    return {"share": fmt.percent(float(one.comm_share)), "comm": fmt.time(lang, float(one.comm_s)),
+            "mfu": fmt.percent(float(one.mfu)), "mfu_base": fmt.percent(float(base.mfu))}
+
+
+def _answer_half(lang: str) -> dict:
+    base, half = _first(), _first(nic="200 Gb/s")
+    return {"comm": fmt.time(lang, float(half.comm_s)), "exposed": fmt.time(lang, float(half.exposed_s)),
+            "mfu": fmt.percent(float(half.mfu)), "mfu_base": fmt.percent(float(base.mfu))}
+
+
+def _answer_big(lang: str) -> dict:
+    big = _first(G="131,072")
+    return {"compute": fmt.time(lang, float(big.compute_s)), "comm": fmt.time(lang, float(big.comm_s)),
+            "share": fmt.percent(float(big.comm_share)), "mfu": fmt.percent(float(big.mfu))}
+
+
+QUESTIONS = (  # the chapter's exercise for Panel 5.4, in three steps
+    ui.Question("m1", (("M", "1"),), _answer_m1),
+    ui.Question("half_nic", (("nic", "200 Gb/s"),), _answer_half),
+    ui.Question("big", (("G", "131,072"),), _answer_big),
+)
+
+
 def layout(lang: str, state: dict) -> html.Section:
-    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, FIGURES))
+    return ui.section(lang, PID, ui.controls(lang, PID, CONTROLS, state), figure=figs.graphs(lang, FIGURES[1:]),
+                      questions=QUESTIONS)
 
 
 def compute(lang: str, v: dict) -> list:
@@ -68,6 +100,7 @@ def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
 
 
 FIGURES = ("5.1", "5.4", "anim-5.1", "5.5")
+"""The figures Panel 5.4's controls draw: Figure 5.1 stands in section 5.1 (web/app.py), the rest beside the panel."""
 
 
 def _job(v: dict):
@@ -76,6 +109,7 @@ def _job(v: dict):
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute)
+    ui.register_questions(app, PID, QUESTIONS, CONTROLS)
     nic = lambda v: figs.Job(sets=(f"cluster.nic_Bps={v['nic']:.6g}",))  # noqa: E731  # the animation's own job
     step = lambda v: figs.of(full_model(v["N"], v["G"], v["B"], v["M"], v["nic"], v["F"]),  # noqa: E731
                              max_tasks=figs.PAGE_TASKS)

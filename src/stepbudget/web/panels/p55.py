@@ -12,7 +12,7 @@ from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.web.panels import common
 from stepbudget.views import fmt
-from stepbudget.web.fields import Choice, Field
+from stepbudget.web.fields import Choice, Field, Slider
 from stepbudget.views.i18n import t
 
 PID = "p55"
@@ -24,16 +24,19 @@ CHAPTER = {"expert_ffn": "14336", "hidden": "4096", "tokens": "1024", "top_k": "
 """The worked example: MegaScale-MoE's Internal-352B layer (hidden 4,096, top-3, 1,024 tokens a GPU) on an H800."""
 CONTROLS = (
     Choice("preset", PRESETS, "chapter"),
-    Field("expert_ffn", "integer", CHAPTER["expert_ffn"], low=1, low_open=False, high=2**20, example="14336"),
-    Field("hidden", "integer", CHAPTER["hidden"], low=1, low_open=False, high=2**20, example="4096"),
-    Field("tokens", "count", CHAPTER["tokens"], low=1, low_open=False, high=2**30, example="1024"),
-    Field("top_k", "integer", CHAPTER["top_k"], low=1, low_open=False, high=1024, example="3"),
-    Field("ep", "integer", CHAPTER["ep"], low=1, low_open=False, high=2**20, example="8"),
-    Field("peak", "flops", CHAPTER["peak"], low=1e9, high=1e18, example="989 TFLOP/s"),
-    Field("nvlink", "rate", CHAPTER["nvlink"], low=1e6, high=1e15, example="400 GB/s"),
-    Field("nic", "rate", CHAPTER["nic"], low=1e6, high=1e15, example="50 GB/s"),
+    Field("expert_ffn", "integer", CHAPTER["expert_ffn"], low=1, low_open=False, high=2**20, example="14336",
+          slider=Slider(256, 65536)),
+    Field("hidden", "integer", CHAPTER["hidden"], low=1, low_open=False, high=2**20, example="4096",
+          slider=Slider(512, 32768, "powers")),
+    Field("tokens", "count", CHAPTER["tokens"], low=1, low_open=False, high=2**30, example="1024",
+          slider=Slider(64, 65536, "powers")),
+    Field("top_k", "integer", CHAPTER["top_k"], low=1, low_open=False, high=1024, example="3", slider=Slider(1, 16, "linear")),
+    Field("ep", "integer", CHAPTER["ep"], low=1, low_open=False, high=2**20, example="8", slider=Slider(1, 256, "powers")),
+    Field("peak", "flops", CHAPTER["peak"], low=1e9, high=1e18, example="989 TFLOP/s", slider=Slider(100e12, 10e15)),
+    Field("nvlink", "rate", CHAPTER["nvlink"], low=1e6, high=1e15, example="400 GB/s", slider=Slider(10e9, 2e12)),
+    Field("nic", "rate", CHAPTER["nic"], low=1e6, high=1e15, example="50 GB/s", slider=Slider(3e9, 200e9)),
     Choice("link", LINKS, CHAPTER["link"]),
-    Field("custom", "rate", "100 GB/s", low=1e6, high=1e15, example="100 GB/s"),
+    Field("custom", "rate", "100 GB/s", low=1e6, high=1e15, example="100 GB/s", slider=Slider(3e9, 2e12)),
 )
 SMALL_EXPERT = 1408
 """DeepSeekMoE 16B's expert width, the chapter's 'small experts' (R about 1.0 on NVLink; formulas.md 9.4)."""

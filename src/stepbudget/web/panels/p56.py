@@ -6,25 +6,44 @@ from dash import Input, Output, callback_context, dcc, html
 from dash.development.base_component import Component
 
 from stepbudget.api import firstorder as fo
-from stepbudget.api import JobWire, job_wire
+from stepbudget.api import JobWire, job_wire, parse
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt
-from stepbudget.web.fields import Choice, Field
+from stepbudget.web.fields import Choice, Field, Slider
 from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
 PID = "p56"
 CONTROLS = (
-    Field("rate", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s"),
+    Field("rate", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s", slider=Slider(10e9 / 8, 1.6e12 / 8)),
     Choice("by", ("duty", "burst"), "duty"),
-    Field("duty", "fraction", "25%", low=0, high=1, example="25%"),
-    Field("burst", "time", "50 ms", low=0, high=1e6, example="50 ms"),
-    Field("step", "time", "200 ms", low=0, high=1e6, example="200 ms"),
-    Field("k", "integer", "2", low=1, low_open=False, high=100_000, example="2"),
-    Field("buffer", "bytes", "64 MB", low=0, low_open=False, high=1e15, example="64 MB"),
-    Field("window", "time", "15 s", low=0, high=1e6, example="15 s"),
-    Field("flows", "count", "1,000", low=1, low_open=False, high=1e9, example="1,000"),
+    Field("duty", "fraction", "25%", low=0, high=1, example="25%", slider=Slider(0.01, 1, "linear", 0.01)),
+    Field("burst", "time", "50 ms", low=0, high=1e6, example="50 ms", slider=Slider(1e-3, 10)),
+    Field("step", "time", "200 ms", low=0, high=1e6, example="200 ms", slider=Slider(10e-3, 60)),
+    Field("k", "integer", "2", low=1, low_open=False, high=100_000, example="2", slider=Slider(1, 64, "linear")),
+    Field("buffer", "bytes", "64 MB", low=0, low_open=False, high=1e15, example="64 MB", slider=Slider(1e6, 10e9)),
+    Field("window", "time", "15 s", low=0, high=1e6, example="15 s", slider=Slider(0.1, 60)),
+    Field("flows", "count", "1,000", low=1, low_open=False, high=1e9, example="1,000", slider=Slider(1, 1e6)),
+)
+
+
+def _answer(lang: str) -> dict:
+    """The chapter's pair of settings, 25 % at 400 Gb/s and 50 % at 200 Gb/s, at the panel's other defaults."""
+    v = {c.name: c.read(c.default) for c in CONTROLS if isinstance(c, Field)}
+    a, b = (fo.wire_tiles(parse(rate, "rate"), v["step"], duty_cycle=duty, k_converging=v["k"],
+                          buffer_bytes=v["buffer"], window_s=v["window"], web_flows=v["flows"])
+            for rate, duty in (("400 Gb/s", 0.25), ("200 Gb/s", 0.5)))
+    time = lambda x: fmt.time(lang, float(x))  # noqa: E731
+    return {"average": fmt.line_rate(float(a.average_Bps)), "burst_a": time(a.burst_s), "burst_b": time(b.burst_s),
+            "peak_a": fmt.times(lang, float(a.peak_to_average)), "peak_b": fmt.times(lang, float(b.peak_to_average)),
+            "excess": fmt.data(float(a.excess_bytes)), "drain_a": time(a.drain_s), "drain_b": time(b.drain_s),
+            "counter": fmt.line_rate(float(a.counter_Bps))}
+
+
+QUESTIONS = (  # the chapter's exercise: the same average load, reached two ways
+    ui.Question("at_400", (("by", "duty"), ("rate", "400 Gb/s"), ("duty", "25%"))),
+    ui.Question("at_200", (("by", "duty"), ("rate", "200 Gb/s"), ("duty", "50%")), _answer),
 )
 TILES = ("average", "peak", "burst", "duty", "bytes", "excess", "absorbed", "drain", "counter", "cv")
 """The tiles, in the order the panel shows them; "average" and "counter" are what averages can see."""
@@ -33,7 +52,8 @@ TILES = ("average", "peak", "burst", "duty", "bytes", "excess", "absorbed", "dra
 def layout(lang: str, state: dict) -> html.Section:
     pin = html.Button(t(lang, "p56.pin"), id=ui.cid(PID, "pin"), className="pin")
     return ui.section(lang, PID, [*ui.controls(lang, PID, CONTROLS, state), pin],
-                      extra=[dcc.Store(id=ui.cid(PID, "memory"))], figure=figs.graphs(lang, ("5.8", "anim-5.2")))
+                      extra=[dcc.Store(id=ui.cid(PID, "memory"))], figure=figs.graphs(lang, ("5.8", "anim-5.2")),
+                      questions=QUESTIONS)
 
 
 def compute(lang: str, v: dict, reference: dict | None, pressed: set[str]) -> ui.Out:
@@ -104,6 +124,7 @@ def _setting(lang: str, v: dict) -> str:
 
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute, remember=True, buttons=("pin",))
+    ui.register_questions(app, PID, QUESTIONS, CONTROLS)
     rate = lambda v: (f"cluster.nic_Bps={v['rate']:.6g}",)  # noqa: E731  # the figures' jobs at the panel's line rate
     figs.register(app, PID, CONTROLS, (("5.8", lambda v: figs.Job(sets=rate(v))),
                                        ("anim-5.2", lambda v: figs.Job(sets=rate(v), options={"window_s": v["window"]}))),
