@@ -23,7 +23,8 @@ from stepbudget.views.i18n import t
 
 Control = Field | Choice
 
-Hyphenated = TypedDict("Hyphenated", {"data-copy": str, "data-query": str, "aria-label": str}, total=False)
+Hyphenated = TypedDict("Hyphenated", {"data-copy": str, "data-query": str, "aria-label": str, "data-field": str,
+                                      "data-spec": str}, total=False)
 """The hyphenated attributes the page sets, which dash takes as wildcard keyword arguments: a keyword can't
 be written with a hyphen, and ``**`` of a plain dict could hold any of the component's typed arguments."""
 
@@ -109,7 +110,11 @@ def field(lang: str, pid: str, f: Field, value: str) -> html.Div:
 
 
 def slider(ident: str, f: Field, value: str) -> html.Div:
-    """The slider under a text field, at the field's value (or its default, when the value does not read)."""
+    """The slider under a text field, at the field's value (or its default, when the value does not read).
+
+    The page's script (assets/stepbudget.js) keeps the two together without a callback, which would make every
+    typed change wait for it: a moved slider writes the field in its default's spelling (throttled, so the panel
+    follows while the reader drags), and a field that changed moves its slider once the panel has answered."""
     assert f.slider is not None
     low, high, step = f.slider.ends()
     try:
@@ -117,20 +122,9 @@ def slider(ident: str, f: Field, value: str) -> html.Div:
     except FieldError:
         at = f.slider.position(f.read(f.default))
     return html.Div(dcc.Slider(id=f"{ident}-slider", min=low, max=high, step=step, value=min(max(at, low), high),
-                               marks=None, included=False, updatemode="mouseup",
-                               allow_direct_input=False), className="slider")
-
-
-def sync_slider(app, ident: str, f: Field) -> None:
-    """Field and slider move together, in the browser: dragging writes the field (throttled, so the panel follows
-    while the reader drags), typing moves the slider (assets/stepbudget.js ``slide``)."""
-    assert f.slider is not None
-    spec = json.dumps({**f.shown_as(), "id": ident, "scale_kind": f.slider.scale, "low": f.slider.low, "high": f.slider.high})
-    app.clientside_callback(
-        f"function(drag, at, text) {{ return window.dash_clientside.stepbudget.slide({spec}, drag, at, text); }}",
-        Output(ident, "value"), Output(f"{ident}-slider", "value"),
-        Input(f"{ident}-slider", "drag_value"), Input(f"{ident}-slider", "value"), Input(ident, "value"),
-        prevent_initial_call=True)
+                               marks=None, included=False, updatemode="mouseup", allow_direct_input=False),
+                    className="slider", **Hyphenated({"data-field": ident, "data-spec": json.dumps(
+                        {**f.shown_as(), "scale_kind": f.slider.scale})}))
 
 
 def choice(lang: str, pid: str, c: Choice, value) -> html.Div:
@@ -264,9 +258,6 @@ def register(app, pid: str, specs: tuple[Control, ...], compute: Callable[..., l
     assets/stepbudget.js copies into the page's URL), so a reload or a shared link restores them.
     """
     kinds = {s.name: s.kind for s in specs if isinstance(s, Field)}  # the unit a message shows bounds in
-    for spec in specs:
-        if isinstance(spec, Field) and spec.slider:
-            sync_slider(app, cid(pid, spec.name), spec)
     inputs = [Input(cid(pid, s.name), "value") for s in specs]
     errors_at = [f"{cid(pid, s.name)}-error" for s in specs]
     outputs = [Output(cid(pid, "out"), "children")] + [Output(e, "children") for e in errors_at]

@@ -6,6 +6,7 @@
     let pending = false;
     function record() {
         pending = false;
+        placeSliders();
         const params = new URLSearchParams(window.location.search);
         document.querySelectorAll(".url-state[data-query]").forEach(function (el) {
             new URLSearchParams(el.getAttribute("data-query")).forEach(function (value, key) { params.set(key, value); });
@@ -103,32 +104,57 @@ function shown(spec, x) {
     return text + spec.space + spec.unit;
 }
 
-const lastSent = new Map();
 const THROTTLE_MS = 120;
+const lastSent = new Map();
+const trailing = new Map();
+
+function specOf(box) { return JSON.parse(box.getAttribute("data-spec")); }
+
+function placeSliders() {
+    // each slider at its field's value, where the field reads and the slider is elsewhere (typed, preset, try it)
+    const clientside = window.dash_clientside;
+    if (!clientside || !clientside.set_props) { return; }
+    document.querySelectorAll(".slider[data-field]").forEach(function (box) {
+        const field = document.getElementById(box.getAttribute("data-field"));
+        const thumb = box.querySelector("[role=slider]");
+        if (!field || !thumb) { return; }
+        const spec = specOf(box);
+        const x = readField(field.value, spec.kind);
+        if (x === null || !(x > 0 || spec.scale_kind === "linear")) { return; }
+        const low = Number(thumb.getAttribute("aria-valuemin")), high = Number(thumb.getAttribute("aria-valuemax"));
+        const at = Math.min(high, Math.max(low, positionOf(spec, x)));
+        if (Math.abs(at - Number(thumb.getAttribute("aria-valuenow"))) > 1e-6) {
+            clientside.set_props(box.getAttribute("data-field") + "-slider", {value: at});
+        }
+    });
+}
+
+function slid(thumb) {
+    // a slider moved (dragged, clicked or keyed): write its value into the field, at most once per THROTTLE_MS
+    // while it moves and once more where it stops; the panel's callback reads the field as if it were typed
+    const box = thumb.closest(".slider[data-field]");
+    const clientside = window.dash_clientside;
+    if (!box || !clientside || !clientside.set_props) { return; }
+    const ident = box.getAttribute("data-field");
+    const field = document.getElementById(ident);
+    const spec = specOf(box);
+    const at = Number(thumb.getAttribute("aria-valuenow"));
+    const typed = field ? readField(field.value, spec.kind) : null;
+    if (!field || !Number.isFinite(at) || (typed !== null && Math.abs(at - positionOf(spec, typed)) < 1e-6)) { return; }
+    const wait = THROTTLE_MS - (performance.now() - (lastSent.get(ident) || 0));
+    window.clearTimeout(trailing.get(ident));
+    if (wait > 0) { trailing.set(ident, window.setTimeout(function () { slid(thumb); }, wait)); return; }
+    lastSent.set(ident, performance.now());
+    const text = shown(spec, valueAt(spec, at));
+    if (text !== field.value) { clientside.set_props(ident, {value: text}); }
+}
+
+new MutationObserver(function (changes) {
+    changes.forEach(function (change) { if (change.target.getAttribute("role") === "slider") { slid(change.target); } });
+}).observe(document.documentElement, {attributes: true, attributeFilter: ["aria-valuenow"], subtree: true});
 
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
     stepbudget: {
-        slide: function (spec, drag, at, text) {
-            const noUpdate = window.dash_clientside.no_update;
-            const ctx = window.dash_clientside.callback_context;
-            const trigger = ctx.triggered.length ? ctx.triggered[0].prop_id : "";
-            const typed = readField(text, spec.kind);
-            const here = typed === null ? null : positionOf(spec, typed);
-            if (trigger.endsWith(".value") && !trigger.includes("-slider")) {  // typed: the slider follows
-                if (here === null || !Number.isFinite(here)) { return [noUpdate, noUpdate]; }
-                return [noUpdate, here];
-            }
-            const moved = trigger.endsWith(".drag_value") ? drag : at;
-            if (moved === null || moved === undefined || (here !== null && Math.abs(moved - here) < 1e-9)) {
-                return [noUpdate, noUpdate];
-            }
-            if (trigger.endsWith(".drag_value")) {  // while dragging, at most one update per THROTTLE_MS
-                const now = performance.now();
-                if (now - (lastSent.get(spec.id) || 0) < THROTTLE_MS) { return [noUpdate, noUpdate]; }
-                lastSent.set(spec.id, now);
-            }
-            return [shown(spec, valueAt(spec, moved)), noUpdate];
-        },
         read: readField,
         shown: shown,
         title: function (title, lang) {
