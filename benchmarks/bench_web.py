@@ -4,9 +4,11 @@ Run: python benchmarks/bench_web.py [CHANGES]   (prints figures; not a test; nee
 
 Starts `stepbudget serve` on a free port, opens the page in headless chromium (Playwright) and, per panel,
 commits CHANGES control changes (default 60: a value typed and Enter, or a radio button clicked). Each is
-timed in the page, from the key or click event to the first change of the panel's output (a
-MutationObserver), so Playwright's own round trips are not counted. The server's time per callback is
-the panel's compute and its HTML, timed in-process over the same changes.
+timed in the page, from the key or click event to the first change of the panel's output (numbers) and to the
+last change in the panel's figure area before it goes quiet (figures), by MutationObservers, so Playwright's own
+round trips are not counted. The first complete page is timed from navigation to every panel's output and every
+figure drawn. The server's time per callback is the panel's compute and its HTML, timed in-process over the
+same changes.
 """
 
 from __future__ import annotations
@@ -41,18 +43,48 @@ CHANGES = {  # the control each panel's changes move, and its i-th value. Values
     p57: ("hbm", lambda i: ("141", "192", "80")[i % 3]),
 }
 OBSERVE = """pid => {
-  window.__t0 = 0; window.__lat = [];
-  const start = () => { window.__t0 = performance.now(); };
+  window.__t0 = 0; window.__lat = []; window.__fig = []; window.__start = 0; window.__last = 0;
+  const start = () => { window.__t0 = window.__start = performance.now(); window.__last = 0; };
   document.addEventListener('keydown', e => { if (e.key === 'Enter') start(); }, true);
   document.addEventListener('click', e => { if (e.target.closest('#' + pid)) start(); }, true);
   new MutationObserver(() => { if (window.__t0) { window.__lat.push(performance.now() - window.__t0); window.__t0 = 0; } })
     .observe(document.getElementById(pid + '-out'), {childList: true, subtree: true, characterData: true});
+  new MutationObserver(() => { if (window.__start) { window.__last = performance.now(); } })
+    .observe(document.getElementById(pid + '-figure'), {childList: true, subtree: true, characterData: true,
+                                                         attributes: true});
+}"""
+QUIET_S = 1.5
+"""A figure area is settled when nothing in it changed for this long after a change (its last change counts)."""
+COMPLETE = """() => {
+  const ready = %s.every(s => document.querySelector(s));
+  const graphs = [...document.querySelectorAll('.js-plotly-plot, .dash-graph')];
+  return ready && graphs.length > 0 && graphs.every(g => g.querySelector('.main-svg'));
 }"""
 
 
 def percentiles(xs: list[float]) -> str:
     xs = sorted(xs)
     return f"p50 {statistics.median(xs):6.1f} ms   p95 {xs[max(0, round(0.95 * len(xs)) - 1)]:6.1f} ms"
+
+
+def first_page(url: str, loads: int = 5) -> list[float]:
+    """Seconds from navigation to every panel computed and every figure drawn, each load in a fresh page."""
+    times = []
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        for _ in range(loads):
+            page = b.new_page(viewport={"width": 1280, "height": 900})
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.wait_for_function(COMPLETE % list(READY), polling=50, timeout=120_000)
+            times.append(time.perf_counter() - t0)
+            page.close()
+        b.close()
+    return times
+
+
+figures: dict[str, list[float]] = {}
+"""Per panel, ms from each change to the last change of its figure area (filled by ``browser``)."""
 
 
 def browser(url: str, n: int) -> dict:
@@ -81,6 +113,10 @@ def browser(url: str, n: int) -> dict:
                     page.wait_for_function("window.__t0 === 0", polling="raf", timeout=10_000)
                 except Exception:
                     raise SystemExit(f"{ident} = {value!r}: the output did not change") from None
+                if page.evaluate(f"document.getElementById('{panel.PID}-figure').children.length"):
+                    page.wait_for_function(f"window.__last && performance.now() - window.__last > {QUIET_S * 1e3}",
+                                           polling=100, timeout=60_000)
+                    figures.setdefault(panel.PID, []).append(page.evaluate("window.__last - window.__start"))
             out[panel.PID] = page.evaluate("window.__lat")
         b.close()
     return out
@@ -115,6 +151,7 @@ def main() -> None:
             except OSError:
                 time.sleep(0.2)
         seen = browser(url, n)
+        loads = first_page(url)
     finally:
         server.terminate()
         server.wait()
@@ -125,6 +162,11 @@ def main() -> None:
               f"server compute {percentiles(computed[panel.PID])}")
     everything = [x for xs in seen.values() for x in xs]
     print(f"  all panels: browser {percentiles(everything)}")
+    print("control change -> figures settled (last change in the panel's figure area):")
+    for pid, xs in figures.items():
+        print(f"  {pid} figures {percentiles(xs)}")
+    print(f"first complete page (every panel and figure drawn), {len(loads)} fresh loads: "
+          f"median {statistics.median(loads):.2f} s, worst {max(loads):.2f} s")
 
 
 if __name__ == "__main__":
