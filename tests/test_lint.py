@@ -1,4 +1,4 @@
-"""ruff over the source, the tests and the benchmarks, and mypy over src/ (their settings are in pyproject.toml):
+"""ruff over the source, the tests, the benchmarks and the scripts, and mypy over src/ (their settings are in pyproject.toml):
 lint and types run with the tests, so .ci/run checks them."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_ruff_finds_nothing():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         pytest.fail("ruff is not installed: pip install -e '.[test]' installs it")
-    result = subprocess.run([ruff, "check", "--no-cache", "src", "tests", "benchmarks"], cwd=ROOT,
+    result = subprocess.run([ruff, "check", "--no-cache", "src", "tests", "benchmarks", "scripts"], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -7,19 +7,29 @@ uses LaTeX). One browser serves every image a process writes: started at the fir
 event loop in a thread of its own (so a caller's running loop, as in Jupyter, is no matter) and closed at exit;
 ``start`` launches it ahead of the figure. Without Chrome or Chromium a PNG or SVG is one ScenarioError naming the
 option and the fix. An animation is written at its still.
+
+Chinese is drawn in the package's own font wherever the figure has any (FONT_FAMILY, web/assets/fonts/, a subset of
+Noto Sans CJK TC built by scripts/build_cjk_font.py), so that a machine without a CJK font draws no boxes: the
+figure names it first in its font family, the browser finds it through a fontconfig file of its own (Linux; macOS
+and Windows draw with their own CJK fonts), and an SVG carries it inside, as a WOFF2 data URL, since the SVG's
+text is drawn again by whatever opens it. A figure without Chinese is written as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 from stepbudget.inputs.errors import OptionError
 from stepbudget.inputs.files import atomic_write
@@ -33,6 +43,17 @@ _SIZE = (1000, 520)
 """Width and height in pixels of a figure whose layout gives none (the chapter's usual size)."""
 _XML = b'<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
 """plotly's SVG is an element for a page; a file of its own opens with the XML declaration."""
+FONT_FAMILY = "stepbudget TC"
+"""The Chinese font the package ships, by its family name (the web page's @font-face names it too)."""
+FONT_DIR = Path(__file__).resolve().parents[1] / "web" / "assets" / "fonts"
+"""Where it is: stepbudget-tc.woff2 (the page's, and the one an SVG carries), stepbudget-tc.otf (fontconfig's)."""
+CJK_RANGES = ((0x2E80, 0x33FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFE30, 0xFE4F),
+              (0xFF00, 0xFFEF), (0x20000, 0x3FFFF))
+"""Code points drawn in FONT_FAMILY, first to last: radicals, CJK punctuation (、。「」), kana, bopomofo and
+compatibility forms; extension A; the unified ideographs; compatibility ideographs; vertical forms; full-width
+forms (，：（）); the supplementary ideographic planes. Latin stays with the figure's other fonts."""
+_PLOTLY_FONT = '"Open Sans", verdana, arial, sans-serif'
+"""plotly.js's own default layout.font.family, which a figure's template may replace."""
 
 
 def write(figure: dict, path: str | os.PathLike, option: str = "--out") -> None:
@@ -57,8 +78,12 @@ def write(figure: dict, path: str | os.PathLike, option: str = "--out") -> None:
     def drawn(tmp: Path) -> None:
         with open(tmp, "wb") as out:  # opened first: a path that cannot be written fails before the drawing
             # validated as the HTML is: a template named by a string ("plotly_white") becomes the template itself
-            image = _BROWSER.draw(go.Figure(still).to_dict(), opts, option)
-            out.write(_XML + image if path.suffix == ".svg" else image)
+            full = go.Figure(still).to_dict()
+            chinese = has_cjk(full)
+            image = _BROWSER.draw(_in_cjk_font(full) if chinese else full, opts, option)
+            if path.suffix == ".svg":
+                image = _XML + (_carrying_font(image) if chinese else image)
+            out.write(image)
 
     atomic_write(path, drawn, option)
 
@@ -96,6 +121,82 @@ def wrap(text: str, columns: int) -> str:
         line += ch
         width += w
     return "\n".join([*lines, line])
+
+
+# --- Chinese in the package's font -------------------------------------------------------------------------------
+
+_CJK = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES) + "]")
+
+
+def unicode_range() -> str:
+    """CJK_RANGES as CSS writes them (the @font-face's unicode-range)."""
+    return ", ".join(f"U+{lo:X}-{hi:X}" for lo, hi in CJK_RANGES)
+
+
+def has_cjk(node: Any) -> bool:
+    """Whether any string in ``node`` (a figure dict: dicts, lists, numpy arrays of text) has a character of
+    CJK_RANGES."""
+    if isinstance(node, str):
+        return _CJK.search(node) is not None
+    if isinstance(node, dict):
+        return any(has_cjk(value) for value in node.values())
+    if isinstance(node, (list, tuple)):
+        return any(has_cjk(item) for item in node)
+    if getattr(getattr(node, "dtype", None), "kind", "") in ("U", "O"):  # numpy text, as in a trace's text array
+        return any(has_cjk(item) for item in node.ravel().tolist())
+    return False
+
+
+def _in_cjk_font(figure: dict) -> dict:
+    """``figure`` (validated: its template a dict) with FONT_FAMILY first in its font family. The font holds CJK
+    characters alone, so Latin falls through to the fonts after it, as before."""
+    layout = figure.get("layout", {})
+    font = layout.get("font", {})
+    family = font.get("family") or layout.get("template", {}).get("layout", {}).get("font", {}).get("family")
+    return {**figure, "layout": {**layout, "font": {**font, "family": f'"{FONT_FAMILY}", {family or _PLOTLY_FONT}'}}}
+
+
+@functools.cache
+def _font_face() -> bytes:
+    """An SVG <style> declaring FONT_FAMILY from the WOFF2 itself, a data URL (140 kB): an SVG that opens in any
+    browser, on any machine, draws its Chinese. Other SVG readers (Inkscape, librsvg) skip @font-face and take
+    a CJK font of their machine's, as they do for any SVG."""
+    woff2 = base64.b64encode((FONT_DIR / "stepbudget-tc.woff2").read_bytes()).decode("ascii")
+    return (f'<style>@font-face {{ font-family: "{FONT_FAMILY}"; src: url(data:font/woff2;base64,{woff2}) '
+            f'format("woff2"); unicode-range: {unicode_range()}; }}</style>').encode("ascii")
+
+
+def _carrying_font(svg: bytes) -> bytes:
+    """plotly's ``svg`` with _font_face() as the first child of its root element."""
+    start = svg.index(b">", svg.index(b"<svg")) + 1
+    return svg[:start] + _font_face() + svg[start:]
+
+
+def _fontconfig(base: str | None) -> str:
+    """A fontconfig file that reads ``base`` (the FONTCONFIG_FILE the process was given), or else the machine's own
+    fonts.conf, and adds FONT_DIR's OpenType font (its WOFF2, the same font, is the web page's)."""
+    include = escape(base or "fonts.conf")  # a bare name is looked for where fontconfig keeps its default
+    folder = escape(str(FONT_DIR))
+    return ('<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">\n<fontconfig>\n'
+            f'  <include ignore_missing="yes">{include}</include>\n  <dir>{folder}</dir>\n'
+            f'  <selectfont><rejectfont><glob>{folder}/*.woff2</glob></rejectfont></selectfont>\n</fontconfig>\n')
+
+
+@functools.cache
+def _chromium_with_font() -> type:
+    """choreographer's Chromium, launched with FONTCONFIG_FILE naming a _fontconfig() file in its own temporary
+    folder (made before the launch, removed with it). Where the browser does not read fontconfig (macOS,
+    Windows), the variable is ignored and the machine's CJK fonts draw."""
+    from choreographer.browsers import Chromium
+
+    class ChromiumWithFont(Chromium):
+        def get_env(self):
+            env = super().get_env()
+            conf = Path(self.tmp_dir.path) / "fonts.conf"
+            conf.write_text(_fontconfig(env.get("FONTCONFIG_FILE")), encoding="utf-8")
+            return {**env, "FONTCONFIG_FILE": str(conf)}
+
+    return ChromiumWithFont
 
 
 class _Browser:
@@ -148,7 +249,8 @@ class _Browser:
         self._thread.start()
 
         async def make() -> Any:  # on the loop: kaleido's queues belong to it
-            return kaleido.Kaleido(n=1, timeout=TIMEOUT_S, plotlyjs=plotly_js, mathjax=False)
+            return kaleido.Kaleido(n=1, timeout=TIMEOUT_S, plotlyjs=plotly_js, mathjax=False,
+                                   browser_cls=_chromium_with_font())
 
         try:
             self._kaleido = asyncio.run_coroutine_threadsafe(make(), loop).result(TIMEOUT_S)
