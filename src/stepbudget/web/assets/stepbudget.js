@@ -20,6 +20,12 @@
         if (!pending) { pending = true; window.requestAnimationFrame(record); }
     }).observe(document.documentElement, {childList: true, subtree: true});
 
+    // a figure drawn before the Chinese font arrived was laid out for fallback glyphs: once every font has
+    // loaded, a resize makes plotly's responsive figures lay themselves out again
+    if (document.fonts && document.fonts.ready) {
+        document.fonts.ready.then(function () { window.dispatchEvent(new Event("resize")); });
+    }
+
     // the copy button beside each command: the outputs are plain HTML, so one listener serves them all
     document.addEventListener("click", function (event) {
         const button = event.target.closest && event.target.closest("button.copy");
