@@ -99,3 +99,32 @@ def _panel_and_command(inputs):
     b = full.budget
     assert cli["step_s"] == float(b.step_s) and cli["compute_s"] == float(b.compute_s)
     assert cli["bubble_s"] == float(b.bubble_s) and cli["mfu"] == float(b.mfu)
+
+
+@pytest.mark.parametrize("sets", [
+    (),  # the chapter's job as measured
+    ("cluster.nic_Bps=200Gb/s",),  # Panel 5.4's half NIC
+    ("cluster.gpus=131072", "layout.dp=1024"),  # Panel 5.4's 131,072 GPUs
+])
+def test_budget_scale_whatif_and_simulate_give_one_step(sets):
+    """`budget`, `scale` at the job's own size, a `whatif` variant and `simulate` without jitter or contention give
+    the job one step; `scale` and `whatif` split it at the kernel rate, as budget's kernel view does. Where the
+    simulated step parts from it by more than 1 %, simulate says which term and why."""
+    from stepbudget.views.simulation import SAME_STEP
+
+    flags = [a for s in sets for a in ("--set", s)]
+    budget = _cli("budget", "llama3-405b", *flags, "--json")
+    gpus = str(budget["gpus"])
+    point = _cli("scale", "llama3-405b", "--gpus", gpus, *flags, "--json")["points"][0]
+    variant = _cli("whatif", "llama3-405b", "--vary", " ".join(sets) or f"cluster.gpus={gpus}", "--json")["variants"][-1]
+    split = budget["kernel_view"]
+    for k in ("step_s", "compute_s", "bubble_s", "exposed_comm_s"):
+        assert point[k] == pytest.approx(split[k], rel=1e-9), ("scale", k)
+        assert variant["budget"][k] == pytest.approx(split[k], rel=1e-9), ("whatif", k)
+    assert point["mfu"] == pytest.approx(budget["mfu"], rel=1e-9)
+    sim = _cli("simulate", "llama3-405b", *flags, "--no-contention", "--json")
+    assert sim["analytical_step_s"] == pytest.approx(budget["step_s"], rel=1e-9)
+    if abs(sim["difference"]) > SAME_STEP:  # the half NIC's DP buckets queue; 131,072 GPUs' m = 2 runs in closed form
+        shown = " ".join(CliRunner().invoke(app, ["simulate", "llama3-405b", *flags, "--no-contention"]).stdout.split())
+        assert f"{sim['difference']:+.2%} against the budget: " in shown and "exposed DP" in shown
+    assert sim["bubble_s"] == pytest.approx(budget["bubble_s"], rel=0.2)  # task by task, or the closed form's

@@ -232,7 +232,7 @@ def step_budget(scenario: ScenarioLike = "llama3-405b", *, sets: Sequence[str] =
                 "provenance": provenance_dict(sc)}
 
     return BudgetResult(b, document,
-                        lambda: [*fit_lines(mem), *budget_tables(b), *train_lines(b, tokens), assumptions_table(assumed)],
+                        lambda: [*fit_lines(mem), *budget_tables(b, mem), *train_lines(b, tokens), assumptions_table(assumed)],
                         lambda d: d["exchanges"],
                         lambda d: f"{d['scenario']}: step {_ms(d['step_s'])}, MFU {d['mfu']:.1%}"
                                   + ("" if d["fits"] else ", does not fit in HBM"),

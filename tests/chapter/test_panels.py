@@ -28,10 +28,35 @@ def test_the_defaults_are_the_presets_as_written():
 def test_the_measured_rate_holds_the_bubble_and_the_full_model_says_so():
     c = compare(first(), full_model(**LLAMA))
     reasons = dict(c.differs)
-    inside = reasons["rate_inside"]
-    assert inside["kernel"] > 400e12 and inside["step"] == pytest.approx(c.terms[5].full, rel=1e-6)
-    assert inside["compute"] + inside["bubble"] + inside["exposed"] == pytest.approx(inside["step"], rel=1e-6)
+    inside, full = reasons["rate_inside"], {t.name: t.full for t in c.terms}
+    assert c.in_rate and inside["kernel"] > 400e12 and inside["step"] == pytest.approx(full["step"], rel=1e-12)
+    # the compute the measured rate gives holds the kernels, the bubble and the critical-path exchanges; DP's
+    # exposed edges make up the rest of the step
+    assert inside["kernels"] + inside["bubble"] + inside["waits"] == pytest.approx(full["compute"], rel=1e-12)
+    assert full["compute"] + full["exposed"] == pytest.approx(full["step"], rel=1e-12)
+    assert full["compute"] == pytest.approx({t.name: t.first for t in c.terms}["compute"], rel=0.01)  # 6.23 vs 6.22 s
     assert reasons["dp_bytes"]["full"] > reasons["dp_bytes"]["first"]  # FP32 reduce-scatter + BF16 gather
+
+
+@pytest.mark.parametrize("inputs", [{}, {"G": 32768}, {"G": 131072}, {"M": 64, "nic_Bps": 25e9}, {"F": 450e12}])
+def test_the_full_models_terms_are_what_budget_prints(inputs):
+    import json
+
+    from typer.testing import CliRunner
+
+    from stepbudget.cli import app
+
+    full = full_model(**{**LLAMA, **inputs})
+    c = compare(first(**inputs), full)
+    result = CliRunner().invoke(app, [*full.command.split()[1:], "--json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    expected = {"compute": d["compute_s"], "bubble": d["bubble_s"], "exposed": d["exposed_comm_s"], "step": d["step_s"],
+                "mfu": d["mfu"], **{dim: v["time_s"] for dim, v in d["by_dim"].items() if v["time_s"]}}
+    assert {t.name: t.full for t in c.terms} == pytest.approx(expected, rel=1e-12)
+    split = {code: v for code, v in c.differs}.get("rate_scope") or dict(c.differs)["rate_inside"]
+    assert split["kernels"] == pytest.approx(d["kernel_view"]["compute_s"], rel=1e-12)
+    assert ("rate_scope" in dict(c.differs)) == ("carried_rate_flops" in d)  # the page says so when budget does
 
 
 def test_at_131072_gpus_the_bubble_is_why_the_full_model_is_slower():

@@ -85,8 +85,22 @@ def test_panel_5_4_exercises():
 
 def test_panel_5_4_full_model_matches_budget_and_scale():
     terms = find(run(p54, G="131,072"), "p54-terms")
-    mfu_row = [r for r in terms.children[1].children if "MFU" in text(r.children[0])][0]
-    assert text(mfu_row.children[2]) == "16.8%"  # budget --set cluster.gpus=131072 and scale agree on it
+    full = {text(r.children[0]): text(r.children[2]) for r in terms.children[1].children}
+    assert full["MFU"] == "16.8%"  # budget --set cluster.gpus=131072 and scale agree on it
+    # as budget prints the job: compute at the measured rate holds the bubble; exposed is DP's at the edges
+    assert full["Compute"] == "1.8 s" and full["Pipeline bubble (inside compute)"] == "1.17 s"
+    assert full["Exposed communication (DP at the step's edges)"] == "76.2 ms"
+    assert full["DP exchange"] == "609 ms" and full["TP exchange"] == "68.8 ms" and full["PP exchange"] == "11 ms"
+
+
+@pytest.mark.parametrize("panel, changes", [(p51, {}), (p52, {}), (p54, {"G": "8,192"})])
+def test_a_full_model_box_says_when_its_job_does_not_fit(panel, changes):
+    said = text(find(run(panel, **changes), f"{panel.PID}-no-fit"))  # as `stepbudget budget` says first
+    assert "does not fit" in said and "80 GB" in said
+
+
+def test_panel_5_7_names_a_command_at_its_defaults_too():
+    assert find(run(p57), "p57-command").children == "stepbudget whatif llama3-405b --chapter"
 
 
 @pytest.mark.parametrize("lang, words", [("en", "does not fit: it needs 92.1 GB per GPU against 80 GB"),
@@ -105,9 +119,12 @@ def test_panel_5_5_chapter_ratios_and_presets():
     for name in p55.PRESETS[1:]:
         out = run(p55, preset=name, **p55.preset_values(name))
         assert find(out, "p55-command").children == f"stepbudget moe {name}"
-        changed = run(p55, preset=name, **{**p55.preset_values(name), "top_k": "1"})
-        with pytest.raises(KeyError):  # the moe command no longer prints this layer
-            find(changed, "p55-command")
+        changed = run(p55, preset=name, **{**p55.preset_values(name), "top_k": "1"})  # the command follows the layer
+        assert find(changed, "p55-command").children == f"stepbudget moe {name} --set model.moe.top_k=1"
+        with pytest.raises(KeyError):  # a hidden size reshapes the whole job: no moe command prints this layer
+            find(run(p55, preset=name, **{**p55.preset_values(name), "hidden": "1024"}), "p55-command")
+    assert find(run(p55, nvlink="300 GB/s", expert_ffn="1408"), "p55-command").children == (
+        "stepbudget moe megascale-moe-352b --set cluster.nvlink_Bps=300GB/s --set model.moe.expert_ffn_size=1408")
 
 
 def test_panel_5_6_defaults_and_the_exercise():

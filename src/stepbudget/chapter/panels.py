@@ -19,10 +19,10 @@ from stepbudget.chapter import firstorder as fo
 from stepbudget.budget.memory import Memory, memory_per_gpu
 from stepbudget.budget.pipeline import check_schedule
 from stepbudget.budget.step import Budget, estimate
-from stepbudget.enums import SCHEDULE_BY_CODE, Axis, RateScope
+from stepbudget.enums import SCHEDULE_BY_CODE, Axis
 from stepbudget.inputs.scenario import Scenario, ScenarioError, format_sets, load
 from stepbudget.plan.derive import derive
-from stepbudget.sweep.calibrate import carried
+from stepbudget.views.tables import carried_rate, critical_waits_s
 from stepbudget.wire import Wire, wire_of
 
 LLAMA3_N = 405e9
@@ -67,10 +67,8 @@ class FullModel:
     measured_rate: float
     """The achieved rate the panel gave, read as the whole-step rate measured on the preset's own job."""
     carried_rate: float | None
-    """The kernel rate that measured rate was carried at when the job differs from the measured one."""
-    kernel: Budget | None = None
-    """The same step at the kernel rate under a whole-step rate (``Budget.kernel``): compute, bubble and exposed
-    time apart."""
+    """The kernel rate that measured rate was carried at when the job differs from the measured one (when
+    `stepbudget budget` says so)."""
     memory: Memory | None = None
     """The job's memory per GPU: a panel says when it does not fit, as every command does."""
 
@@ -145,8 +143,7 @@ def full_model(N, G, B, M, nic_Bps, F, dp_kind: str | None = None, grad_bytes=No
         b = estimate(derive(load(ref).edit(changes, where="panel 5.4")))
     except ScenarioError as e:
         return Unmapped("scenario", detail=str(e))
-    rate = carried(b.plan.scenario)[1]
-    return FullModel(ref, tuple(format_sets(changes)), b.plan.scenario, b, F, rate, b.kernel, memory_per_gpu(b.plan))
+    return FullModel(ref, tuple(format_sets(changes)), b.plan.scenario, b, F, carried_rate(b), memory_per_gpu(b.plan))
 
 
 @dataclass(frozen=True)
@@ -154,6 +151,7 @@ class Term:
     """One term of the step: the first-order value and the full model's (seconds, or a share for MFU)."""
 
     name: str
+    """compute, dp, tp, cp, pp, ep (an exchange), bubble, exposed, step or mfu."""
     first: float
     full: float
 
@@ -169,6 +167,9 @@ class Comparison:
     """(reason, values) for each term that differs: "rate_scope" (carried as a kernel rate), "rate_inside"
     (the measured rate holds the bubble and critical-path exchanges), "bubble", "schedule" (one Megatron
     refuses), "dp_bytes", "latency", "other_dims", "overlap"."""
+    in_rate: bool = False
+    """Whether the full model's rate is a whole-step rate, so that its compute holds the bubble and the
+    critical-path exchanges and its exposed time is DP's at the step's edges (as `stepbudget budget` prints it)."""
 
 
 def schedule_problem(b: Budget) -> str | None:
@@ -212,45 +213,57 @@ def dp_differs(full: FullModel, first_bytes: float) -> list[tuple[str, dict]]:
     return out
 
 
-def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
-    """Term by term: compute, DP exchange, other exchanges, bubble, exposed time, step and MFU.
+def _scalar(x) -> float:
+    return float(np.asarray(x))
 
-    A measured whole-step rate is compared split into its kernel rate, bubble and exposed time (the kernel
-    view), as every changed job is: so a change to the inputs moves the terms it changes, not the split."""
-    b = full.kernel or full.budget
-    scalar = lambda x: float(np.asarray(x))  # noqa: E731
-    dp_time = _dp(b, "time_s")
-    other = scalar(b.comm_s) - dp_time
-    in_rate = b.plan.rate_scope == RateScope.STEP
-    step = scalar(b.step_s)
-    terms = [Term("compute", scalar(first.compute_s), scalar(b.compute_s)),
-             Term("dp", scalar(first.comm_s), dp_time),
-             Term("other", 0.0, other),
-             Term("bubble", 0.0, 0.0 if in_rate else scalar(b.bubble_s)),
-             Term("exposed", scalar(first.exposed_s), scalar(b.exposed_comm_s)),
-             Term("step", scalar(first.step_s), step),
-             Term("mfu", scalar(first.mfu), scalar(b.mfu))]
+
+def _rate_split(b: Budget, k: Budget) -> dict:
+    """What a whole-step rate's compute holds, as `stepbudget budget` prints it: the kernels at the kernel rate, the
+    bubble and the critical-path exchanges (``kernel``, ``kernels``, ``bubble``, ``waits``), from ``k``, the same
+    step at its kernel rate (``b.kernel``)."""
+    return {"kernel": float(k.plan.flops_rate), "kernels": _scalar(k.compute_s), "bubble": _scalar(k.bubble_s),
+            "waits": critical_waits_s(b, k)}
+
+
+def compare(first: fo.StrongScaling, full: FullModel) -> Comparison:
+    """Term by term, as `stepbudget budget` prints the full model's job: compute, the DP exchange and each other
+    dimension's, the bubble, exposed time, step and MFU.
+
+    Under a measured whole-step rate the full model's compute is what that rate covers, the kernels, the bubble
+    and the critical-path exchanges, as the first-order compute at the same rate is; its bubble is inside that
+    compute and its exposed time is DP's at the step's edges. The reasons give the split the command prints."""
+    b = full.budget
+    split = None if b.kernel is None else _rate_split(b, b.kernel)
+    times = {d: _scalar(x) for d, x in b.by_dim("time_s").items()}
+    step = _scalar(b.step_s)
+    others = [d for d in ("tp", "cp", "pp", "ep") if times[d] > 0]
+    terms = [Term("compute", _scalar(first.compute_s), _scalar(b.compute_s)),
+             Term("dp", _scalar(first.comm_s), times["dp"]),
+             *(Term(d, 0.0, times[d]) for d in others),
+             Term("bubble", 0.0, _scalar(b.bubble_s)),
+             Term("exposed", _scalar(first.exposed_s), _scalar(b.exposed_comm_s)),
+             Term("step", _scalar(first.step_s), step),
+             Term("mfu", _scalar(first.mfu), _scalar(b.mfu))]
     differs: list[tuple[str, dict]] = []
-    if full.carried_rate is not None:
-        differs.append(("rate_scope", {"measured": full.measured_rate, "kernel": float(b.plan.flops_rate)}))
-    k = full.kernel
-    if k is not None and full.carried_rate is None and abs(float(k.plan.flops_rate) / full.measured_rate - 1) > 0.01:
-        # the measured rate holds the bubble and critical-path exchanges that the kernel view adds
-        differs.append(("rate_inside", {"measured": full.measured_rate, "kernel": float(k.plan.flops_rate),
-                                        "compute": scalar(k.compute_s), "bubble": scalar(k.bubble_s),
-                                        "exposed": scalar(k.exposed_comm_s), "step": scalar(k.step_s)}))
-    if scalar(b.bubble_s) > 0.01 * step:
-        differs.append(("bubble", {"bubble": scalar(b.bubble_s), "microbatches": scalar(b.plan.microbatches),
+    rate = {"measured": full.measured_rate, "compute": _scalar(b.compute_s),
+            "per_step": _scalar(b.flops_per_gpu / b.compute_s), "exposed": _scalar(b.exposed_comm_s), "step": step}
+    if split is not None and full.carried_rate is not None:
+        differs.append(("rate_scope", rate | split))
+    elif split is not None and abs(split["kernel"] / full.measured_rate - 1) > 0.01:
+        differs.append(("rate_inside", rate | split))
+    if _scalar(b.bubble_s) > 0.01 * step:
+        differs.append(("bubble", {"bubble": _scalar(b.bubble_s), "microbatches": _scalar(b.plan.microbatches),
                                    "pp": int(b.plan.pp)}))
     if schedule_problem(b):
-        differs.append(("schedule", {"microbatches": scalar(b.plan.microbatches), "pp": int(b.plan.pp)}))
-    differs += dp_differs(full, scalar(first.bytes_per_gpu))
-    if other > 0.01 * step:
-        exposed = sum(scalar(e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim != Axis.DP)
-        differs.append(("other_dims", {"time": other, "exposed": exposed}))
-    if abs(scalar(b.exposed_comm_s) - scalar(first.exposed_s)) > 0.05 * step:
-        differs.append(("overlap", {"first": scalar(first.exposed_s), "full": scalar(b.exposed_comm_s)}))
-    return Comparison(first, full, terms, differs)
+        differs.append(("schedule", {"microbatches": _scalar(b.plan.microbatches), "pp": int(b.plan.pp)}))
+    differs += dp_differs(full, _scalar(first.bytes_per_gpu))
+    if sum(times[d] for d in others) > 0.01 * step:
+        waits = split["waits"] if split is not None else sum(
+            _scalar(e) for x, e in zip(b.exchanges, b.exposed_s) if x.dim != Axis.DP)
+        differs.append(("other_dims", {"dims": [d.upper() for d in others], "exposed": waits}))
+    if abs(_scalar(b.exposed_comm_s) - _scalar(first.exposed_s)) > 0.05 * step:
+        differs.append(("overlap", {"first": _scalar(first.exposed_s), "full": _scalar(b.exposed_comm_s)}))
+    return Comparison(first, full, terms, differs, split is not None)
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,8 @@ def _run(prog: StepProgram, link_rate: float, jitter: Jitter | None, rng: np.ran
 
 
 def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
-    """Idle gaps on the compute stream of the stage that ends last, by what ended just before each gap."""
+    """Idle gaps on the compute stream of the stage that ends last, by what ended just before each gap; a
+    closed-form schedule's bubble (idle time of its own at the stage's start) counts as the bubble."""
     g = prog.graph
     out = {d.value: 0.0 for d in DIMS} | {"bubble": 0.0}
     is_compute = g.kind == TaskKind.COMPUTE
@@ -160,6 +161,8 @@ def _attribute(prog: StepProgram, tl: Timeline) -> dict[str, float]:
                 out["bubble"] += max(gap - waited, 0.0)
             else:
                 out[dim] += gap
+        if prog.role[t] == "bubble":  # a closed-form schedule's bubble is a task of its own, not a gap
+            out["bubble"] += float(tl.end_s[t] - tl.start_s[t])
         prev_end = tl.end_s[t]
     tail = ends[last] - prev_end  # after the last compute: DP buckets and joins
     out["dp"] += max(tail, 0.0)

@@ -10,6 +10,7 @@ from rich.table import Table
 from stepbudget.a2a.report import MoEReport
 from stepbudget.a2a.timing import AllToAllTimes
 from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
+from stepbudget.views.fmt import number  # R as Panel 5.5 shows it: three significant digits
 
 
 def moe_dict(r: MoEReport) -> dict:
@@ -83,16 +84,16 @@ def _sent(t: AllToAllTimes) -> str:
 
 def ratio_table(r: MoEReport) -> Table:
     t = Table(title=f"{r.scenario.name}: hiding ratio R = expert compute / all-to-all (R > 1 can hide; MegaScale-MoE "
-                    "7's form with BF16 tokens; the layer columns use the scenario's dispatch precision)",
+                    "§7's form with BF16 tokens; the layer columns use the scenario's dispatch precision)",
               title_justify="left")
     for col in ("link", "bandwidth", "R exact (n/(n-1))", "R approx (1.5 f B/P)", "layer compute", "layer all-to-all"):
         t.add_column(col, justify="left" if col == "link" else "right")
     for name in ("nvlink", "nic"):
         q, lt = r.ratio[name], r.layer[name]
-        t.add_row(name, fmt_rate(q["bandwidth_Bps"]), f"{q['exact']:.2f}", f"{q['approx']:.2f}",
+        t.add_row(name, fmt_rate(q["bandwidth_Bps"]), number(q["exact"]), number(q["approx"]),
                   fmt_time(float(lt.compute_s)), fmt_time(float(lt.comm_s)))
     for label, exact, printed in r.chapter:
-        t.add_row(label, "", f"{exact:.2f}", f"(book: {printed:g})", "", "")
+        t.add_row(label, "", number(exact), f"(book: {printed:g})", "", "")
     return t
 
 
@@ -111,7 +112,7 @@ def _pair_ratio(r: MoEReport) -> str:
 
 
 def alltoall_table(r: MoEReport) -> Table:
-    t = Table(title=f"One MoE layer's dispatch: {r.servers} servers x {r.gpus_per_server} GPUs, "
+    t = Table(title=f"One MoE layer's dispatch: {_stages(r.servers, 'server')} x {r.gpus_per_server} GPUs, "
                     f"{r.tokens_per_gpu:,} tokens per GPU, skew {r.skew.kind}"
                     + _exponent(r), title_justify="left",
               show_header=False)

@@ -11,6 +11,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
+from stepbudget.budget.memory import Memory
 from stepbudget.budget.step import DIMS, Budget
 from stepbudget.enums import EPKind, Schedule
 from stepbudget.inputs.scenario import Scenario
@@ -121,7 +122,18 @@ def budget_dict(budget: Budget) -> dict:
         {"carried_rate_flops": carried} if carried is not None else {})
 
 
-def summary_table(budget: Budget) -> Table:
+def micro_batches(n: float) -> str:
+    """"16 micro-batches", "1 micro-batch"."""
+    return f"{n:g} micro-batch" + ("" if n == 1 else "es")
+
+
+def _stages(sc: Scenario) -> str:
+    return f"{sc.layout.pp} stage" + ("" if sc.layout.pp == 1 else "s")
+
+
+def summary_table(budget: Budget, memory: Memory | None = None) -> Table:
+    """The step's terms as one expression, MFU and throughput; with ``memory``, the job's bytes per GPU against
+    HBM (every door that times a step says whether it fits)."""
     d = budget_dict(budget)
     sc, k = budget.plan.scenario, budget.kernel
     t = Table(title=f"{sc.name}: {sc.cluster.gpus:,} GPUs · {layout_label(sc)}", title_justify="left", show_header=False)
@@ -132,12 +144,13 @@ def summary_table(budget: Budget) -> Table:
     if k is not None:
         t.add_row("compute time", fmt_time(d["compute_s"]), _in_rate(budget, k, d.get("carried_rate_flops") is None))
         t.add_row("pipeline bubble", fmt_time(d["bubble_s"]),
-                  f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches; inside the compute time")
+                  f"{sc.layout.schedule.value}, {_stages(sc)}, {micro_batches(d['microbatches'])}; inside the compute time")
     else:
         rate_note = ("stated kernel rate: bubble and exposed exchanges added" if budget.plan.rate_source == "stated"
                      else "operator model (per-operator roofline): bubble and exposed exchanges added")
         t.add_row("compute time", fmt_time(d["compute_s"]), f"at {fmt_flops(d['rate_flops'])} ({rate_note})")
-        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]), f"{sc.layout.schedule.value}, {d['microbatches']:g} micro-batches"
+        t.add_row("pipeline bubble", fmt_time(d["bubble_s"]), f"{sc.layout.schedule.value}, {_stages(sc)}, "
+                  f"{micro_batches(d['microbatches'])}"
                   + _passes_note(budget))
     t.add_row("communication", fmt_time(d["comm_s"]), f"{d['comm_share']:.1%} of compute + communication if none were hidden")
     t.add_row("exposed communication", fmt_time(d["exposed_comm_s"]), f"{d['exposed_share']:.1%} of the step"
@@ -152,6 +165,11 @@ def summary_table(budget: Budget) -> Table:
     t.add_row(Text("step time", style="bold green"), Text(fmt_time(d["step_s"]), style="bold green"), "")
     t.add_row("MFU", f"{d['mfu']:.1%}", f"HFU {d['hfu']:.1%}, against the BF16 peak")
     t.add_row("throughput", f"{d['tokens_per_s']:,.0f} tokens/s", f"{d['tokens_per_s_per_gpu']:,.0f} per GPU")
+    if memory is not None:
+        fits = bool(memory.fits)
+        t.add_row("memory per GPU", Text(fmt_bytes(float(memory.total)), style="" if fits else "bold red"),
+                  f"of {fmt_bytes(memory.capacity)} HBM on its busiest pipeline rank: "
+                  + ("fits" if fits else "does not fit"))
     notes = []
     if d.get("carried_rate_flops") is not None:
         notes.append(f"the job differs from {sc.rate_basis.name}'s, on which its {fmt_flops(d['rate_flops'])} "
@@ -167,11 +185,19 @@ def summary_table(budget: Budget) -> Table:
     return t
 
 
+def critical_waits_s(budget: Budget, kernel: Budget) -> float:
+    """What a whole-step rate's compute time holds besides the kernels and the bubble: the critical-path exchanges
+    (and the SMs hidden exchanges take); 0 where that is rounding, not time."""
+    f = lambda x: float(np.asarray(x))  # noqa: E731
+    waits = f(budget.compute_s) - f(kernel.compute_s) - f(kernel.bubble_s)
+    return waits if waits > 1e-9 * f(budget.step_s) else 0.0
+
+
 def _in_rate(budget: Budget, kernel: Budget, as_measured: bool) -> str:
     """What a whole-step rate's compute time holds: the kernels at their rate, the bubble, the critical-path exchanges
     (``as_measured``: the job is the one the rate was measured on)."""
     f = lambda x: float(np.asarray(x))  # noqa: E731
-    waits = f(budget.compute_s) - f(kernel.compute_s) - f(kernel.bubble_s)
+    waits = critical_waits_s(budget, kernel)
     measured = (f"at the measured {fmt_flops(f(budget.plan.flops_rate))} whole-step rate" if as_measured
                 else f"at {fmt_flops(f(budget.flops_per_gpu / budget.compute_s))} a step")
     return (f"{measured}: kernels {fmt_time(f(kernel.compute_s))} at {fmt_flops(f(kernel.plan.flops_rate))} + bubble "
@@ -267,6 +293,30 @@ def exchanges_table(budget: Budget) -> Table:
     return t
 
 
+def dimensions_table(budget: Budget) -> Table:
+    """Each dimension's collectives together: bytes, time (of it, the rings' and hops' latency), what stays
+    exposed, and the time against the compute time (what Panels 5.2 to 5.4 compare with the chapter's formulas)."""
+    t = Table(title="Per dimension, every collective together", title_justify="left")
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("dim", "left"), ("bytes/GPU", "right"), ("on NIC", "right"), ("on NVLink", "right"), ("time", "right"),
+        ("latency", "right"), ("exposed", "right"), ("time / compute", "right"))
+    for col, just in columns:
+        t.add_column(col, justify=just)
+    f = lambda x: float(np.asarray(x))  # noqa: E731
+    fields = {name: budget.by_dim(name) for name in ("bytes_per_gpu", "nic_bytes", "nvlink_bytes", "time_s",
+                                                      "bandwidth_s", "exposed_s")}
+    compute = f(budget.compute_s)
+    for d in DIMS:
+        row = {name: f(v[d.value]) for name, v in fields.items()}
+        if row["bytes_per_gpu"] <= 0 and row["time_s"] <= 0:
+            continue
+        latency = max(row["time_s"] - row["bandwidth_s"], 0.0)
+        t.add_row(d.value.upper(), fmt_bytes(row["bytes_per_gpu"]), fmt_bytes(row["nic_bytes"]),
+                  fmt_bytes(row["nvlink_bytes"]), fmt_time(row["time_s"]), fmt_time(latency), fmt_time(row["exposed_s"]),
+                  f"{row['time_s'] / compute:.1%}" if compute > 0 else "-")
+    return t
+
+
 def roofline_table(budget: Budget) -> Table:
     """Intensity (FLOP per byte moved) against each link's balance point."""
     d = budget_dict(budget)
@@ -306,7 +356,8 @@ def train_lines(budget: Budget, tokens: float | None) -> list[str]:
             f"{t['time_s'] / SECONDS_PER_DAY:,.1f} days, {t['gpu_hours']:,.3g} GPU-hours"]
 
 
-def budget_tables(budget: Budget) -> list[Table]:
-    """What `budget` prints: the summary, the exchanges, the operators (operator model) and the roofline."""
-    return [summary_table(budget), exchanges_table(budget),
+def budget_tables(budget: Budget, memory: Memory | None = None) -> list[Table]:
+    """What `budget` prints: the summary (with ``memory``, whether the job fits), the exchanges, each dimension's
+    together, the operators (operator model) and the roofline."""
+    return [summary_table(budget, memory), exchanges_table(budget), dimensions_table(budget),
             *([operators_table(budget)] if budget.plan.operators else []), roofline_table(budget)]

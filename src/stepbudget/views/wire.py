@@ -7,7 +7,7 @@ import os
 import numpy as np
 from rich.table import Table
 
-from stepbudget.units import fmt_bytes, fmt_rate, fmt_time
+from stepbudget.units import fmt_bits_rate, fmt_bytes, fmt_rate, fmt_time
 from stepbudget.wire import Wire
 
 
@@ -38,7 +38,8 @@ def wire_table(w: Wire) -> Table:
     t.add_column(justify="right")
     t.add_column(style="dim")
     t.add_row("bytes per step", fmt_bytes(d["bytes_per_nic"]), "what this NIC sends each step (budget)")
-    t.add_row("burst at line rate", fmt_time(d["burst_s"]), f"at {fmt_rate(d['line_rate_Bps'])}, then idle")
+    line = d["line_rate_Bps"]  # as vendors quote it, in bits, with the bytes the table counts in
+    t.add_row("burst at line rate", fmt_time(d["burst_s"]), f"at {fmt_bits_rate(line)} ({fmt_rate(line)}), then idle")
     idle = d["duty_cycle"] == 0  # no byte crosses this NIC: no bursts to compare
     t.add_row("step", fmt_time(d["step_s"]), f"duty cycle {d['duty_cycle']:.1%}"
               + ("; the NIC carries none of this job's traffic" if idle else f"; peak / average {d['peak_to_average']:.1f}"))

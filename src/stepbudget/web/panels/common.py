@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import html
 
-from stepbudget.api import Unmapped
+from stepbudget.api import FullModel, Unmapped
 from stepbudget.views import fmt
 from stepbudget.web.components import PanelProblem
 from stepbudget.web.fields import Field, Slider
@@ -21,6 +21,15 @@ NIC = Field("nic", "rate", "400 Gb/s", low=1e6, high=1e15, example="400 Gb/s", s
 PEAK = Field("peak", "flops", "989 TFLOP/s", low=1e9, high=1e18, example="989 TFLOP/s", slider=Slider(100e12, 10e15))
 M = Slider(1, 1024, "powers")
 """A model-parallel group's slider: 1 (pure DP) to 1,024 GPUs."""
+
+
+def no_fit(lang: str, pid: str, full: FullModel) -> list[html.P]:
+    """The line a full-model box opens with when its job does not fit in HBM, as `stepbudget budget` says first."""
+    mem = full.memory
+    if mem is None or bool(mem.fits):
+        return []
+    return [html.P(t(lang, "full.no_fit", need=fmt.data(float(mem.total)), hbm=fmt.data(mem.capacity)),
+                   id=f"{pid}-no-fit", className="no-fit")]
 
 
 def check_split(G: float, M: float, field: str = "M") -> None:
@@ -58,15 +67,17 @@ def reason(lang: str, code: str, v: dict) -> str:
     """One way the full model's step differs from the first-order one (chapter/panels.py), in words."""
     time = lambda x: fmt.time(lang, x)  # noqa: E731
     values = {
-        "rate_scope": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"])},
+        "rate_scope": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"]),
+                               "compute": time(v["compute"]), "per_step": fmt.flops(v["per_step"]),
+                               "kernels": time(v["kernels"]), "bubble": time(v["bubble"]), "waits": time(v["waits"])},
         "rate_inside": lambda: {"measured": fmt.flops(v["measured"]), "kernel": fmt.flops(v["kernel"]),
-                                "compute": time(v["compute"]), "bubble": time(v["bubble"]),
-                                "exposed": time(v["exposed"]), "step": time(v["step"])},
+                                "compute": time(v["compute"]), "kernels": time(v["kernels"]), "bubble": time(v["bubble"]),
+                                "waits": time(v["waits"]), "exposed": time(v["exposed"]), "step": time(v["step"])},
         "bubble": lambda: {"bubble": time(v["bubble"]), "microbatches": fmt.number(v["microbatches"]),
                            "pp": fmt.number(v["pp"])},
         "dp_bytes": lambda: {"first": fmt.data(v["first"]), "full": fmt.data(v["full"]), "how": _dp_how(lang, v)},
         "latency": lambda: {"latency": time(v["latency"]), "dp": fmt.number(v["dp"])},
-        "other_dims": lambda: {"time": time(v["time"]), "exposed": time(v["exposed"])},
+        "other_dims": lambda: {"dims": t(lang, "app.list_sep").join(v["dims"]), "exposed": time(v["exposed"])},
         "overlap": lambda: {"first": time(v["first"]), "full": time(v["full"])},
         "schedule": lambda: {"microbatches": fmt.number(v["microbatches"]), "pp": fmt.number(v["pp"])},
     }[code]()

@@ -58,7 +58,7 @@ def _full(lang: str, full) -> html.Div:
              hbm=fmt.number(inten["hbm"]), hbm_balance=fmt.number(float(bal["hbm"])),
              nic_bytes=fmt.data(float(b.link_bytes()["nic"])), step=fmt.time(lang, float(b.step_s)),
              mfu=fmt.percent(float(b.mfu)))
-    return ui.full_box(lang, PID, [html.P(line)], full.command)
+    return ui.full_box(lang, PID, [*common.no_fit(lang, PID, full), html.P(line)], full.command)
 
 
 def register(app) -> None:

@@ -61,9 +61,10 @@ def _full(lang: str, full, first_bytes: float) -> html.Div:
     if not isinstance(full, FullModel):
         return ui.full_box(lang, PID, [common.unmapped(lang, full)], None)
     dp = dp_totals(full.budget)
-    lines = [html.P(t(lang, "p52.full", bytes=fmt.data(dp.bytes_per_gpu), time=fmt.time(lang, dp.time_s),
-                      share=fmt.percent(dp.share_of_compute), compute=fmt.time(lang, dp.compute_s),
-                      gpus=fmt.gpus(lang, full.scenario.cluster.gpus)))]
+    line = t(lang, "p52.full", bytes=fmt.data(dp.bytes_per_gpu), time=fmt.time(lang, dp.time_s),
+             share=fmt.percent(dp.share_of_compute), compute=fmt.time(lang, dp.compute_s),
+             gpus=fmt.gpus(lang, full.scenario.cluster.gpus))
+    lines = [*common.no_fit(lang, PID, full), html.P(line)]
     lines += [html.P(common.reason(lang, code, values), className="differs") for code, values in dp_differs(full, first_bytes)]
     return ui.full_box(lang, PID, lines, full.command)
 

@@ -81,22 +81,31 @@ def compute(lang: str, v: dict) -> list:
 
 
 def _full(lang: str, first: fo.StrongScaling, full) -> html.Div:
+    """The full model's terms as `stepbudget budget` prints them, beside the first-order ones, and why they differ."""
     if not isinstance(full, FullModel):
         return ui.full_box(lang, PID, [common.unmapped(lang, full)], None)
     c = compare(first, full)
     show = lambda name, x: fmt.percent(x) if name == "mfu" else fmt.time(lang, x)  # noqa: E731
-    rows = [[t(lang, f"p54.term.{term.name}"), show(term.name, term.first), show(term.name, term.full)] for term in c.terms]
+    rows = [[_term(lang, term.name, c.in_rate), show(term.name, term.first), show(term.name, term.full)]
+            for term in c.terms]
     header = [t(lang, "p54.col.term"), t(lang, "p54.col.first"), t(lang, "p54.col.full")]
-    lines: list[Component] = [ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
-    mem = full.memory
-    if mem is not None and not bool(mem.fits):
-        lines.insert(0, html.P(t(lang, "p54.no_fit", need=fmt.data(float(mem.total)), hbm=fmt.data(mem.capacity)),
-                               id="p54-no-fit", className="no-fit"))
+    lines: list[Component] = [*common.no_fit(lang, PID, full),
+                              ui.table("p54-terms", header, rows, [f"term-{term.name}" for term in c.terms])]
     if c.differs:
         lines.append(html.P(t(lang, "p54.differs"), className="lead"))
         lines.append(html.Ul([html.Li(common.reason(lang, code, values), className=f"why-{code}")
                               for code, values in c.differs], id="p54-why"))
     return ui.full_box(lang, PID, lines, full.command)
+
+
+def _term(lang: str, name: str, in_rate: bool) -> str:
+    """A term's label: an exchange by its dimension; under a whole-step rate the bubble is inside the compute and
+    the exposed time is DP's at the step's edges, as the command says."""
+    if name in ("tp", "cp", "pp", "ep"):
+        return t(lang, "p54.term.dim", dim=t(lang, f"dim.{name}"))
+    if in_rate and name in ("bubble", "exposed"):
+        return t(lang, f"p54.term.{'bubble_inside' if name == 'bubble' else 'exposed_edges'}")
+    return t(lang, f"p54.term.{name}")
 
 
 FIGURES = ("5.1", "5.4", "anim-5.1", "5.5")

@@ -40,8 +40,8 @@ CONTROLS = (
 )
 SMALL_EXPERT = 1408
 """DeepSeekMoE 16B's expert width, the chapter's 'small experts' (R about 1.0 on NVLink; formulas.md 9.4)."""
-COMMANDS = {"chapter": "stepbudget moe megascale-moe-352b --set cluster.nvlink_Bps=400GB/s"}
-"""The worked example is MegaScale-MoE's layer on the chapter's 400 GB/s NVLink."""
+CHAPTER_JOB = ("megascale-moe-352b", {"nvlink": "cluster.nvlink_Bps=400GB/s"})
+"""The worked example's command: MegaScale-MoE's layer on the chapter's 400 GB/s NVLink."""
 AXIS = "p55-axis"
 """The figure area's graph: the layer's compute and its all-to-all on one time axis."""
 PRESET_FIELDS = ("expert_ffn", "hidden", "tokens", "top_k", "ep", "peak", "nvlink", "nic", "link")
@@ -95,10 +95,29 @@ def compute(lang: str, v: dict) -> ui.Out:
     ]
     notes: list[Component] = ([html.P(t(lang, f"p55.note.{v['preset']}"), className="assumed")]
                               if v["preset"] != "chapter" else [])
-    if all(_same(spec, v[spec.name], preset_values(v["preset"])[spec.name]) for spec in CONTROLS
-           if spec.name in PRESET_FIELDS):  # still the preset's layer: the moe command prints it, and more
-        notes.append(ui.command(lang, "p55-command", COMMANDS.get(v["preset"], f"stepbudget moe {v['preset']}")))
+    command = _command(v)
+    if command is not None:  # the moe command prints this layer's R, compute and all-to-all times, and more
+        notes.append(ui.command(lang, "p55-command", command))
     return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
+
+
+SETS = {"expert_ffn": lambda x: f"model.moe.expert_ffn_size={x:.0f}", "top_k": lambda x: f"model.moe.top_k={x:.0f}",
+        "nvlink": lambda x: f"cluster.nvlink_Bps={x / 1e9:.6g}GB/s", "nic": lambda x: f"cluster.nic_Bps={x / 1e9:.6g}GB/s"}
+"""The controls a preset's scenario takes one field for; the others (hidden size, tokens a GPU, EP, peak, a custom
+link) reshape the whole job, so a layer changed there has no `moe` command."""
+
+
+def _command(v: dict) -> str | None:
+    """The `moe` command that prints the panel's layer: its preset (MegaScale-MoE's on the chapter's 400 GB/s NVLink
+    for the worked example) with a --set for each control changed from it; None where a change has no field."""
+    base = preset_values(v["preset"])
+    changed = [spec.name for spec in CONTROLS if spec.name in PRESET_FIELDS and spec.name != "link"
+               and not _same(spec, v[spec.name], base[spec.name])]
+    if v["link"] == "custom" or any(name not in SETS for name in changed):
+        return None
+    ref, sets = CHAPTER_JOB if v["preset"] == "chapter" else (v["preset"], {})
+    sets = sets | {name: SETS[name](v[name]) for name in changed}
+    return " ".join([f"stepbudget moe {ref}", *(f"--set {s}" for s in sets.values())])
 
 
 _GRAPH: dcc.Graph.Config = {"displayModeBar": False, "responsive": True}

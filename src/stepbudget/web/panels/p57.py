@@ -51,7 +51,13 @@ def compute(lang: str, v: dict) -> list:
     notes = [html.P(t(lang, "p57.pp_kept", hbm=v["hbm"], column=t(lang, f"p57.col.{x.name}", hbm=v["hbm"])),
                     className="assumed") for x in kept]
     return [*notes, ui.table("p57-table", header, rows, classes), html.P(t(lang, "p57.rate"), className="assumed"),
-            *([ui.command(lang, "p57-command", whatif_command("llama3-405b", variants))] if len(variants) > 1 else [])]
+            ui.command(lang, "p57-command", _command(variants))]
+
+
+def _command(variants) -> str:
+    """The `whatif` command whose table has the panel's columns: its own variants, or (the base alone) the
+    chapter's cases, whose first column is the base."""
+    return whatif_command("llama3-405b", variants) if len(variants) > 1 else "stepbudget whatif llama3-405b --chapter"
 
 
 def _layout(sc) -> str:
