@@ -52,3 +52,16 @@ def moe_job(model: str, order: list[str] | None = None, *, balanced: bool = Fals
                   "cluster": {"gpus": 64, "gpu": "h100-sxm", "gpus_per_node": 8, "nvlink_Bps": "450GB/s",
                               "nics_per_node": 8, "nic_Bps": "400Gb/s"},
                   "layout": layout, "batch": {"global_batch_seqs": 256}})
+
+
+ONE_GPU_DDP = (
+    "layout.pp=1", "layout.dp=2048", "layout.schedule=1f1b", "layout.virtual_stages=1", "layout.dp_kind=ddp",
+    "layout.micro_batch=2", "batch.global_batch_tokens=null", "batch.global_batch_seqs=4096",
+    "layout.embedding_in_pipeline_split=false", "layout.loss_in_pipeline_split=false", "precision.grads=bf16",
+    "cluster.rate_scope=kernel", "cluster.tiers=[]",
+)
+"""Changes to llama3-405b for one GPU's step without a pipeline: plain data parallelism (DDP) over 2,048 replicas of
+TP 8 (16,384 GPUs), one micro-batch of two sequences, so that the step is one forward and one backward whose
+buckets' all-reduces just hide behind the backward at the full rate. Animation 5.1 played this job until it came to
+play Figure 5.1's; the simulator's tests and saved graphs (tests/fixtures/speed/make_build.py) keep it for the code
+paths it takes. A picture of time, not of memory: this layout needs about 950 GB a GPU."""

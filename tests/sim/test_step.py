@@ -12,8 +12,9 @@ from stepbudget.enums import Axis
 from stepbudget.sim.graph import TaskKind
 from stepbudget.sim.program import step_program
 from stepbudget.sim.step import Jitter, monte_carlo, sim_budget, simulate_step, slowest_of
-from stepbudget.chapter.panels import ANIMATION_SETS
 from stepbudget.wire import wire_of
+
+from _util import ONE_GPU_DDP
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +60,14 @@ def test_1f1b_bubble_emerges_from_the_dependencies():
 
 
 def _animation_5_1(rate: float):
-    # Animation 5.1's job: one GPU's step (no pipeline), a gradient bucket per few layers, DP behind backward
-    sc = sb.load("llama3-405b", list(ANIMATION_SETS))
+    # one GPU's step (no pipeline), a gradient bucket per few layers, DP behind backward (Animation 5.1's old job)
+    sc = sb.load("llama3-405b", list(ONE_GPU_DDP))
     b = sim_budget(sc)
     return b, simulate_step(b, link_rate=rate)
 
 
 def test_a_parameter_gather_is_due_at_the_first_layer_that_waits_for_it():
-    sc = sb.load("llama3-405b", [s.replace("layout.dp_kind=ddp", "layout.dp_kind=zero1") for s in ANIMATION_SETS])
+    sc = sb.load("llama3-405b", [s.replace("layout.dp_kind=ddp", "layout.dp_kind=zero1") for s in ONE_GPU_DDP])
     prog = step_program(sim_budget(sc))
     g = prog.graph
     for t in np.flatnonzero(prog.role == "gather"):

@@ -36,18 +36,6 @@ TP_MAX = 8
 SLOTS = 128
 """Llama 3's pipeline slots: 126 layers, the embedding and the loss (llama3-405b preset)."""
 
-ANIMATION_SETS = (
-    "layout.pp=1", "layout.dp=2048", "layout.schedule=1f1b", "layout.virtual_stages=1", "layout.dp_kind=ddp",
-    "layout.micro_batch=2", "batch.global_batch_tokens=null", "batch.global_batch_seqs=4096",
-    "layout.embedding_in_pipeline_split=false", "layout.loss_in_pipeline_split=false", "precision.grads=bf16",
-    "cluster.rate_scope=kernel", "cluster.tiers=[]",
-)
-"""Animation 5.1's job: Llama 3 405B as plain data parallelism (DDP) over 2,048 replicas of TP 8 (16,384 GPUs),
-one micro-batch of two sequences, so that the step is one forward and one backward whose buckets' all-reduces
-just hide behind the backward at the full rate: the chapter's picture. A picture of time, not of memory: this
-layout needs about 950 GB a GPU. With ZeRO-1 or FSDP the parameter all-gathers would be late first, in the short
-forward. The kernel rate is the GPU's (no measured whole-step rate folded in)."""
-
 DP_LAYOUT: dict[fo.DPKind, dict[str, object]] = {
     fo.DPKind.ALL_REDUCE: {"dp_kind": "ddp"},
     fo.DPKind.FSDP: {"dp_kind": "fsdp", "reshard_after_forward": False},

@@ -1,9 +1,10 @@
 """The chapter's figures in the panels: each panel names its figures and how its controls choose their job.
 
 A panel lists ``(figure ID, job)`` pairs, where ``job(values)`` turns the panel's read controls into what
-``chapter.figures.build`` takes: a scenario (None for the figure's own), overrides and options, or an
-``Unmapped`` (chapter/panels.py) when the controls name no job. Each figure has its own callback, so that the
-panel's numbers do not wait for a simulated step; a field that does not read leaves the figure as it was.
+``chapter.figures.build`` takes: a scenario (None for the figure's own), overrides and options, an
+``Unmapped`` (chapter/panels.py) when the controls name no job, or None when the panel refuses them itself (and
+says why). Each figure has its own callback, so that the panel's numbers do not wait for a simulated step; a field
+that does not read, or a job of None, leaves the figure as it was.
 """
 
 from __future__ import annotations
@@ -66,10 +67,43 @@ def drawn(ident: str, lang: str, ref: str | None, sets: tuple[str, ...], options
     (Dash only reads the dict it is given)."""
     figure = build(ident, lang, ref, sets, **dict(options))
     figure["layout"].pop("width", None)  # plotly sizes it to its box
+    _fit_texts(figure)
     return figure
 
 
-def register(app, pid: str, specs: tuple, figures: tuple[tuple[str, Callable[[dict], Job | Unmapped]], ...],
+TITLE = (14, 80, 18)
+"""A figure's title on the page: its font size, the letters a line holds in a box of about 650 pixels (a panel's
+figure area), and the pixels a line takes. Plotly breaks no line: a title wrapped for the file's 1,000 pixels
+would run past the box."""
+NOTE = (100, 15)
+"""A note under a title (an annotation named "note"): letters a line and pixels a line, at its 12-pixel font."""
+
+
+def _fit_texts(figure: dict) -> None:
+    """Titles and notes wrapped again for the page's narrower figure boxes, the top margin grown by the lines
+    they gain, so that the title, a note and an animation's buttons under it keep clear of one another."""
+    from stepbudget.views.render import wrap
+
+    size, columns, line = TITLE
+    layout = figure["layout"]
+    titles = [h["title"] for h in [layout, *(f.get("layout", {}) for f in figure.get("frames", []))]
+              if isinstance(h.get("title"), dict) and "text" in h["title"]]
+    before = max((x["text"].count("<br>") for x in titles), default=0)
+    for title in titles:
+        title["text"] = wrap(title["text"].replace("<br>", " "), columns).replace("\n", "<br>")
+        title.setdefault("font", {})["size"] = size
+    extra = (max((x["text"].count("<br>") for x in titles), default=0) - before) * line
+    notes = [a for a in layout.get("annotations", []) if a.get("name") == "note"]
+    for note in notes:
+        lines = note["text"].count("<br>")
+        note["text"] = wrap(note["text"].replace("<br>", " "), NOTE[0]).replace("\n", "<br>")
+        extra += (note["text"].count("<br>") - lines) * NOTE[1]
+    if extra > 0:
+        margin = layout.setdefault("margin", {})
+        margin["t"] = margin.get("t", 100) + extra
+
+
+def register(app, pid: str, specs: tuple, figures: tuple[tuple[str, Callable[[dict], Job | Unmapped | None]], ...],
              unmapped: Callable[[str, Unmapped], str]) -> None:
     """One callback per figure: the panel's controls -> its job -> the figure, in the page's language."""
     inputs = [Input(f"{pid}-{s.name}", "value") for s in specs]
@@ -81,6 +115,8 @@ def register(app, pid: str, specs: tuple, figures: tuple[tuple[str, Callable[[di
             except FieldError:
                 return no_update  # the panel says which field; the figure keeps what it showed
             job = _job_of(values)
+            if job is None:
+                return no_update  # the panel says what is wrong with its controls
             if isinstance(job, Unmapped):
                 return notice(lang, unmapped(lang, job))
             try:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from stepbudget.inputs.scenario import ScenarioError
-from stepbudget.chapter.panels import ANIMATION_SETS
 from stepbudget.chapter.figures import analytic, measured, timeline, traffic
 from stepbudget.views.i18n import t
 
@@ -23,17 +22,13 @@ class Figure:
     default: str | None
     """The scenario the chapter's figure shows; None for a figure of published runs, which takes none."""
     build: Callable[..., dict]
-    sets: tuple[str, ...] = ()
-    """Overrides the chapter's figure adds to its default scenario (not to a scenario the user names)."""
 
     def describe(self, lang: str = "en") -> str:
         return t(lang, f"fig.list.{self.ident}")
 
     def job(self, lang: str = "en") -> str:
-        """What it is drawn for when no scenario is named: a preset, the chapter's changes to one, or the runs."""
-        if self.default is None:
-            return t(lang, "fig.job.runs")
-        return t(lang, f"fig.job.{self.ident}", scenario=self.default) if self.sets else self.default
+        """What it is drawn for when no scenario is named: a preset, or the runs."""
+        return t(lang, "fig.job.runs") if self.default is None else self.default
 
 
 FIGURES = {f.ident: f for f in (
@@ -46,7 +41,7 @@ FIGURES = {f.ident: f for f in (
     Figure("5.7", "megascale-moe-352b", traffic.skew_in_one_call),
     Figure("5.8", "hpn-gpt3-175b", analytic.host_nics),
     Figure("5.9", "llama3-405b", analytic.context),
-    Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines, ANIMATION_SETS),
+    Figure("anim-5.1", "llama3-405b", timeline.bucket_deadlines),
     Figure("anim-5.2", "llama3-405b", traffic.counter_window),
 )}
 """The figures there are, by the chapter's number."""
@@ -54,14 +49,13 @@ FIGURES = {f.ident: f for f in (
 
 def build(ident: str, lang: str = "en", ref: str | None = None, sets: list[str] | tuple[str, ...] = (),
           **options) -> dict:
-    """Figure ``ident`` of scenario ``ref`` (the chapter's own, with its overrides, when None) with ``sets``
-    applied, in ``lang``; ``options`` go to the builder (Animation 5.2's ``window_s``)."""
+    """Figure ``ident`` of scenario ``ref`` (the chapter's own when None) with ``sets`` applied, in ``lang``;
+    ``options`` go to the builder (Animation 5.2's ``window_s``, a panel's ``max_tasks`` or burst shape)."""
     figure = FIGURES[ident]
     if figure.default is None and (ref or any(s.partition("=")[0].strip() != "cluster.profile" for s in sets)):
         raise ScenarioError(f"figure {ident}: it draws the published runs and takes no scenario or --set (only "
                             "--profile); stepbudget validate --runs FILE --plot FIG.png draws other runs")
-    chosen = list(sets) if ref else [*figure.sets, *sets]
-    drawn = figure.build(lang, ref or figure.default, chosen, **options)
+    drawn = figure.build(lang, ref or figure.default, list(sets), **options)
     _wrap_titles(drawn)
     return drawn
 

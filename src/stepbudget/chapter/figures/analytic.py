@@ -13,10 +13,11 @@ from stepbudget.sweep.calibrate import carried
 from stepbudget.chapter.dimensions import rows_of
 from stepbudget.sweep.whatif import whatif
 from stepbudget.units import BITS_PER_BYTE, fmt_bits_rate
+from stepbudget.chapter.figures.common import bursts_of, job_name
 from stepbudget.views import fmt
 from stepbudget.views.i18n import t
 from stepbudget.views.render import COLORS
-from stepbudget.wire import host_nics as nic_rates
+from stepbudget.wire import rate_series
 
 DIMS = ("tp", "cp", "pp", "dp")
 
@@ -45,7 +46,7 @@ def roofline(lang: str, ref: str, sets: list[str]) -> dict:
     data = [{"type": "scatter", "mode": "lines", "x": grid.tolist(), "y": fo.attainable(grid, F, bw).tolist(),
              "name": t(lang, f"fig.5.2.roof.{name}", rate=fmt.rate(bw)), "line": {"color": COLORS[i]}}
             for i, (name, bw) in enumerate(links.items())]
-    points = [(t(lang, "fig.5.2.point", scenario=b.plan.scenario.name), b)]
+    points = [(t(lang, "fig.5.2.point", job=job_name(lang, b.plan.scenario)), b)]
     if ref in CHAPTER_POINTS:  # the chapter's two points of Llama 3 405B, beside a job of the same model
         points = [(t(lang, key), _budget(name, [])) for name, key in CHAPTER_POINTS.items()
                   if name != ref or sets] + points
@@ -103,26 +104,34 @@ def ring(lang: str, ref: str, sets: list[str], ranks: int = 4) -> dict:
     return {"data": data, "layout": layout}
 
 
-def host_nics(lang: str, ref: str, sets: list[str]) -> dict:
-    """Figure 5.8: every NIC of one host over two steps, bursting at line rate in lockstep (HPN Figure 2's shape)."""
-    b = _budget(ref, sets)
-    times, rates = nic_rates(b, steps=2)
-    n = len(rates)
-    data, layout = [], _layout(lang, "5.8", nics=n, scenario=b.plan.scenario.name)
+def host_nics(lang: str, ref: str, sets: list[str], step_s: float | None = None, burst_s: float | None = None) -> dict:
+    """Figure 5.8: every NIC of one host over two steps, bursting at line rate in lockstep (HPN Figure 2's shape):
+    the job's own steps and bursts, or ``step_s`` and ``burst_s`` given (Panel 5.6's step and duty cycle) at the
+    job's line rate."""
+    sc, _ = carried(load(ref, sets))
+    b = bursts_of(sc, step_s, burst_s)
+    times, rate = rate_series(b.step_s, b.burst_s, b.line_Bps, 2)
+    n = sc.cluster.nics_per_node  # every NIC carries its GPUs' share and bursts with the others (wire.host_nics)
+    peak = b.line_Bps * BITS_PER_BYTE
+    values = {"nics": n, "job": job_name(lang, sc), "step": fmt.time(lang, b.step_s), "burst": fmt.time(lang, b.burst_s),
+              "rate": fmt_bits_rate(b.line_Bps), "duty": fmt.percent(b.duty)}
+    data, layout = [], _layout(lang, "5.8", **values)
+    if b.given:
+        layout["title"]["text"] = t(lang, "fig.5.8.title_given", **values)
     height = 1.0 / n
-    for i, rate in enumerate(rates):
+    for i in range(n):
         axis = "" if i == 0 else str(i + 1)
-        data.append({"type": "scatter", "mode": "lines", "x": times.tolist(), "y": rate.tolist(),
+        data.append({"type": "scatter", "mode": "lines", "x": times.tolist(), "y": (rate * BITS_PER_BYTE).tolist(),
                      "name": t(lang, "fig.5.8.nic", nic=i), "line": {"shape": "hv", "color": COLORS[i % len(COLORS)]},
                      "xaxis": f"x{axis}", "yaxis": f"y{axis}", "showlegend": False})
-        peak = float(rate.max())
         layout[f"yaxis{axis}"] = {"domain": [1 - (i + 1) * height + 0.01, 1 - i * height - 0.01],
-                                  "tickvals": [0, peak], "ticktext": ["0", fmt_bits_rate(peak / BITS_PER_BYTE)],
-                                  "range": [0, peak * 1.15 or 1],
+                                  "tickvals": [0, peak], "ticktext": ["0", fmt_bits_rate(b.line_Bps)],
+                                  "range": [0, peak * 1.15], "automargin": True,
                                   "title": {"text": t(lang, "fig.5.8.nic", nic=i)}}
         layout[f"xaxis{axis}"] = {"anchor": f"y{axis}", "matches": "x", "showticklabels": i == n - 1,
                                   **({"title": {"text": t(lang, "fig.x_time")}, "ticksuffix": "s"} if i == n - 1 else {})}
     layout["height"] = 90 * n + 120
+    layout["meta"] = {"step_s": b.step_s, "burst_s": b.burst_s}
     return {"data": data, "layout": layout}
 
 
@@ -152,7 +161,7 @@ def context(lang: str, ref: str, sets: list[str]) -> dict:
     layout = _layout(lang, "5.9", gpus=fmt.gpus(lang, sc.cluster.gpus))
     layout |= {"barmode": "stack",
                "xaxis": {"domain": [0, 0.55], "title": {"text": t(lang, "fig.5.9.x")}},
-               "yaxis": {"domain": [0, 1]},
+               "yaxis": {"domain": [0, 1], "automargin": True},
                "xaxis2": {"domain": [0.65, 1], "anchor": "y2"},
                "yaxis2": {"domain": [0, 1], "anchor": "x2", "title": {"text": t(lang, "fig.5.9.y2")},
                           "tickformat": "~s", "ticksuffix": "s"}}

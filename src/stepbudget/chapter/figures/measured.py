@@ -4,31 +4,144 @@ fused kernels against what the model says overlap can give."""
 from __future__ import annotations
 
 
+import numpy as np
+
 from stepbudget.a2a.ratio import moe_layer_times
 from stepbudget.a2a.report import layer_inputs
-from stepbudget.inputs.scenario import load
+from stepbudget.budget.rate import kernel_scenario
+from stepbudget.budget.step import Budget, estimate
+from stepbudget.chapter import firstorder as fo
+from stepbudget.chapter.figures.common import job_name, log_axis
+from stepbudget.enums import RateScope
+from stepbudget.inputs.scenario import Scenario, load
+from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import carried
-from stepbudget.sweep.scaling import scale
+from stepbudget.sweep.scaling import ScaleCurve, ScalePoint, scale
 from stepbudget.sweep.whatif import whatif
 from stepbudget.views import fmt
-from stepbudget.views.render import COLORS
-from stepbudget.views.scaling import scaling_figure
+from stepbudget.views.render import COLORS, wrap
 from stepbudget.views.validation import validation_figure
 from stepbudget.views.i18n import t
 
 SIZES = (0.5, 1, 2, 4, 8)
 """Figure 5.4's sizes as multiples of the scenario's GPUs: Llama 3 405B's 16,384 halved once and doubled three
 times, 8,192 to 131,072 (chapter 5.4)."""
+PHI = 0.9
+"""Panel 5.4's overlap fraction: the first-order step needs one, though Figure 5.4 draws only its two halves."""
+FULL = (("compute_s", "#3b6ea8"), ("bubble_s", "#d1603d"), ("dp_s", "#5aa469"), ("exposed_comm_s", "#8e6bb8"),
+        ("step_s", "#c49a2c"))
+SHARES = (("comm_share", "#4aa3a1"), ("exposed_share", "#b8527a"), ("mfu", "#7a7a7a"))
 
-def strong_scaling(lang: str, ref: str, sets: list[str]) -> dict:
-    """Figure 5.4: the scenario's layout, its global batch fixed, at the chapter's five sizes."""
-    sc, _ = carried(load(ref, sets))
+
+def _whole_sizes(sc: Scenario, sizes: list[int]) -> list[int]:
+    """The sizes that hold whole replicas and split the batch evenly, where the full model has a layout."""
     lay = sc.layout
     group = lay.tp * lay.cp * lay.pp
-    sizes = [int(sc.cluster.gpus * f) for f in SIZES]
-    # the sizes that hold whole replicas and split the batch evenly; should none of the others, scale() says why
-    whole = [n for n in sizes if n % group == 0 and sc.global_batch_seqs % (n // group * lay.micro_batch) == 0]
-    return scaling_figure(scale(sc, whole if len(whole) >= 2 else sizes), lang)
+    return [n for n in sizes if n % group == 0 and sc.global_batch_seqs % (n // group * lay.micro_batch) == 0]
+
+
+def strong_scaling(lang: str, ref: str, sets: list[str]) -> dict:
+    """Figure 5.4: the chapter's two formulas (compute 6NB/(GF), exchange 2(D-1)/D x 2N/M / beta, firstorder.py,
+    at the job's stated rate) at five sizes, dashed, beside the full model's terms for the same layout, solid,
+    at the sizes where that layout splits the batch; the job's own size marked, and a note where the full
+    model's exposed share does not rise as the formula's communication share does."""
+    stated = load(ref, sets)
+    plan = derive(stated)
+    sc, _ = carried(stated)
+    lay = sc.layout
+    M = lay.tp * lay.cp * lay.pp
+    G = sc.cluster.gpus
+    sizes = [int(G * f) for f in SIZES]
+    whole = _whole_sizes(sc, sizes)
+    curve = scale(sc, whole) if whole else None  # None: the formulas alone, and the note says why
+    points = curve.points if curve is not None else []
+    N, B, F = plan.counts.params_active, plan.tokens_per_step, float(plan.flops_rate)
+    first = fo.strong_scaling(N, np.array(sizes, dtype=float), B, M, float(plan.nic_Bps), F, PHI, float(plan.peak_flops))
+    x = [p.gpus for p in points]
+    data = [_line(lang, "fig.5.4.formula.compute", sizes, first.compute_s.tolist(), FULL[0][1], True),
+            _line(lang, "fig.5.4.formula.comm", sizes, first.comm_s.tolist(), FULL[2][1], True)]
+    data += [_line(lang, f"fig.5.4.part.{key}", x, [getattr(p, key) for p in points], color, False)
+             for key, color in FULL]
+    data.append(_line(lang, "fig.5.4.formula.share", sizes, first.comm_share.tolist(), SHARES[0][1], True, "2"))
+    data += [_line(lang, f"fig.5.4.part.{key}", x, [getattr(p, key) for p in points], color, False, "2")
+             for key, color in SHARES]
+    kernel = float(derive(curve.scenario if curve is not None else kernel_scenario(sc)[0]).flops_rate)
+    rate = t(lang, "fig.5.4.rate.carried" if stated.cluster.rate_scope == RateScope.STEP else "fig.5.4.rate.kernel",
+             rate=fmt.flops(kernel))
+    ticks = {"type": "log", "title": {"text": t(lang, "fig.5.4.x")}, "tickvals": sizes,
+             "ticktext": [f"{n:,}" for n in sizes], "range": [np.log10(sizes[0] / 1.3), np.log10(sizes[-1] * 1.3)]}
+    times = [v for d in data if d.get("yaxis") != "y2" for v in d["y"]]
+    mark = {"type": "line", "x0": G, "x1": G, "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#555555", "width": 1}}
+    here = {"xref": "x", "yref": "paper", "x": float(np.log10(G)), "y": 0, "xanchor": "left", "yanchor": "bottom",
+            "xshift": 3, "showarrow": False, "text": t(lang, "fig.5.4.here", gpus=fmt.gpus(lang, G)), "font": {"size": 11}}
+    notes = [here, {**here, "xref": "x2"}]
+    why = _why(lang, sc, curve, whole, sizes)
+    if why:  # under the title, above both plots
+        notes.append({"xref": "paper", "yref": "paper", "x": 0, "y": 1.03, "xanchor": "left", "yanchor": "bottom",
+                      "showarrow": False, "align": "left", "font": {"size": 12, "color": "#444444"},
+                      "text": wrap(why, 150).replace("\n", "<br>"), "name": "note"})
+    layout = {"title": {"text": t(lang, "fig.5.4.chapter", job=job_name(lang, stated), F=fmt.flops(F), rate=rate),
+                        "y": 0.97, "yanchor": "top"},
+              "template": "plotly_white", "width": 1100, "height": 680,
+              "legend": {"orientation": "h", "y": -0.2, "yanchor": "top", "entrywidth": 0.5, "entrywidthmode": "fraction"},
+              "margin": {"t": 155 if why else 110, "b": 200},
+              "xaxis": {**ticks, "domain": [0, 0.45]}, "xaxis2": {**ticks, "domain": [0.55, 1], "anchor": "y2"},
+              "yaxis": {"title": {"text": t(lang, "fig.5.4.y")}, **log_axis(times, lambda v: fmt.time(lang, v))},
+              "yaxis2": {"title": {"text": t(lang, "fig.5.4.y2")}, "tickformat": ".0%", "range": [0, 1], "anchor": "x2"},
+              "shapes": [{**mark, "xref": "x", "yref": "y domain"}, {**mark, "xref": "x2", "yref": "y2 domain"}],
+              "annotations": notes, "meta": {"sizes": sizes, "full_sizes": x, "gpus": G}}
+    return {"data": data, "layout": layout}
+
+
+def _line(lang: str, key: str, x: list, y: list, color: str, formula: bool, axis: str = "") -> dict:
+    """One curve: the chapter's formula dashed with open markers, the full model solid."""
+    shares = axis == "2"
+    shown = [fmt.percent(v) if shares else fmt.time(lang, v) for v in y]
+    return {"type": "scatter", "mode": "lines+markers", "name": t(lang, key), "x": x, "y": y,
+            "xaxis": f"x{axis}", "yaxis": f"y{axis}", "customdata": shown,
+            "line": {"color": color, "dash": "dash" if formula else "solid", "width": 2},
+            "marker": {"symbol": "circle-open" if formula else "circle", "size": 8 if formula else 6},
+            "hovertemplate": t(lang, "fig.5.4.hover", gpus="%{x:,}", value="%{customdata}") + "<extra>%{fullData.name}</extra>"}
+
+
+def _why(lang: str, sc: Scenario, curve: ScaleCurve | None, whole: list[int], sizes: list[int]) -> str:
+    """The note under Figure 5.4, in one line: which sizes the full model leaves out, and why its exposed share
+    does not rise with the GPUs while the formula's communication share does, from the terms of its budgets at
+    the smallest and the largest size (each reason only where the numbers show it)."""
+    parts = []
+    missing = [n for n in sizes if n not in whole]
+    if missing:
+        parts.append(t(lang, "fig.5.4.why.missing", sizes=t(lang, "app.list_sep").join(f"{n:,}" for n in missing),
+                       seqs=fmt.number(sc.global_batch_seqs), micro=fmt.number(sc.layout.micro_batch)))
+    pts = curve.points if curve is not None else []
+    if curve is not None and len(pts) >= 2 and pts[-1].exposed_share <= pts[0].exposed_share:
+        a, b = (_budget_at(curve, p) for p in (pts[0], pts[-1]))
+        reasons = []
+        if pts[-1].bubble_s / pts[-1].step_s > pts[0].bubble_s / pts[0].step_s + 0.05:
+            reasons.append(t(lang, "fig.5.4.why.bubble", bubble=fmt.time(lang, pts[-1].bubble_s),
+                             low=fmt.percent(pts[0].bubble_s / pts[0].step_s),
+                             high=fmt.percent(pts[-1].bubble_s / pts[-1].step_s)))
+        if float(a.exposed_comm_s) > 2 * _dim(a, "exposed_s", "dp"):  # most of it not DP's
+            reasons.append(t(lang, "fig.5.4.why.critical"))
+        latency = _dim(b, "time_s", "dp") - _dim(b, "bandwidth_s", "dp")
+        if pts[-1].dp_s > 1.1 * pts[0].dp_s and latency > 0.1 * _dim(b, "time_s", "dp"):
+            reasons.append(t(lang, "fig.5.4.why.latency", low=fmt.time(lang, pts[0].dp_s),
+                             high=fmt.time(lang, pts[-1].dp_s), latency=fmt.time(lang, latency)))
+        parts.append(t(lang, "fig.5.4.why.falls", low=fmt.percent(pts[0].exposed_share),
+                       high=fmt.percent(pts[-1].exposed_share),
+                       reasons=t(lang, "app.list_sep").join(reasons) or t(lang, "fig.5.4.why.none")))
+    return " ".join(parts)
+
+
+def _budget_at(curve: ScaleCurve, point: ScalePoint) -> Budget:
+    """The full model's budget at one point of a strong-scaling curve: its base at that size, DP taking the rest."""
+    sc = curve.scenario
+    return estimate(derive(sc.edit({"cluster": {"gpus": point.gpus}, "layout": {"dp": point.layout["dp"]}},
+                                   where="figure 5.4")))
+
+
+def _dim(b: Budget, what: str, dim: str) -> float:
+    return float(np.asarray(b.by_dim(what)[dim]))
 
 
 CHAPTER_SOURCES = ("MegaScale", "Llama 3")
@@ -45,7 +158,13 @@ def measured_points(lang: str, ref: None, sets: list[str]) -> dict:
     profile = profiles[-1] if profiles and profiles[-1].lower() != "none" else None
     rows, _ = validate(profile=profile)
     shown = [r.calibrated() for r in rows] if profile else rows
-    return validation_figure(shown, lang, CHAPTER_SOURCES, profile=profile)
+    figure = validation_figure(shown, lang, CHAPTER_SOURCES, profile=profile)
+    gpus = [x for d in figure["data"] for x in d["x"] if x is not None]
+    # powers of two, written out (256, 1,024, 16,384): plotly's own log ticks read 2 3 4 5 ... 1000 2 ...
+    powers = [2 ** k for k in range(int(np.floor(np.log2(min(gpus)))), int(np.ceil(np.log2(max(gpus)))) + 1)]
+    figure["layout"]["xaxis"] |= {"tickvals": powers, "ticktext": [f"{n:,}" for n in powers],
+                                  "range": [np.log10(powers[0]) - 0.06, np.log10(powers[-1]) + 0.06]}
+    return figure
 
 
 TABLE_5 = (("baseline", 1.00), ("sp_ep", 1.13), ("inter", 1.22), ("intra", 1.28))
@@ -93,7 +212,7 @@ def fused_kernels(lang: str, ref: str, sets: list[str]) -> dict:
          "marker": {"color": COLORS[3]}, "text": ["", f"{TABLE_5[1][1] * model_gain:.2f}×"], "textposition": "outside"},
     ]
     lo, hi = PAIR_RANGE
-    layout = {"title": {"text": t(lang, "fig.5.6.title", scenario=sc.name, link=t(lang, "fig.5.6.nvlink")
+    layout = {"title": {"text": t(lang, "fig.5.6.title", job=job_name(lang, sc), link=t(lang, "fig.5.6.nvlink")
                                   if li.ep_in_node else t(lang, "fig.5.6.nic"))},
               "template": "plotly_white", "width": 1100, "height": 560, "barmode": "group",
               "legend": {"orientation": "h", "y": -0.3},

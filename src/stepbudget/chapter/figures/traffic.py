@@ -7,14 +7,13 @@ import numpy as np
 from stepbudget.inputs.errors import OptionError
 from stepbudget.a2a.report import Skew, dispatch_matrix
 from stepbudget.a2a.routing import skew_stats
-from stepbudget.budget.step import estimate
 from stepbudget.inputs.scenario import load
-from stepbudget.plan.derive import derive
 from stepbudget.sweep.calibrate import carried
-from stepbudget.units import BITS_PER_BYTE
+from stepbudget.chapter.figures.common import Bursts, bursts_of, job_name
+from stepbudget.units import BITS_PER_BYTE, fmt_bits_rate
 from stepbudget.views import fmt
 from stepbudget.views.i18n import t
-from stepbudget.wire import wire_of
+from stepbudget.wire import MAX_POINTS, counter_reading, rate_series
 
 HOT = 12.0
 """FAST's measure of a skewed call: pairs carrying more than 12x the median (FAST Figure 2, chapter 5.5)."""
@@ -54,7 +53,7 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
                   {"x0": -0.5, "x1": n - 0.5, "y0": b * G - 0.5, "y1": b * G - 0.5})}
               for b in range(1, servers) for vertical in (True, False)]
     spread = max(strip) / max(min(strip), 1e-12)
-    layout = {"title": {"text": t(lang, "fig.5.7.title", scenario=sc.name, n=n, servers=servers, skew=skew,
+    layout = {"title": {"text": t(lang, "fig.5.7.title", job=job_name(lang, sc), n=n, servers=servers, skew=skew,
                                   hot=len(hot_src), times=fmt.number(HOT),
                                   ratio=fmt.number(skew_stats(calls[0]).pair_max_over_median))},
               "template": "plotly_white", "width": 1100, "height": 560, "shapes": shapes,
@@ -69,65 +68,102 @@ def skew_in_one_call(lang: str, ref: str, sets: list[str], skew: float = 1.0, se
     return {"data": data, "layout": layout}
 
 
-FRAMES = 30
-"""Zoom frames from two steps out to the counter window."""
-
-
+FRAMES = (10, 4, 16)
+"""Animation 5.2's frames: from one burst out to two steps, held on the two steps, then out to the counter window."""
 MAX_READINGS = 5_000
 """Most counter readings the animation draws over its widest view (a window far shorter than the step)."""
 
 
-def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0) -> dict:
-    """Animation 5.2: one NIC over two steps (bursts at line rate, idle between), zooming out to one counter
-    window of ``window_s``, where the counter reads the same bytes as a flat average. A window shorter than
-    the step does not average: its readings follow the bursts, and the title says so."""
+def _ranges(b: Bursts, far: float) -> list[list[float]]:
+    """The x range of each frame: one burst with a burst's length either side, widening (edges in step, widths
+    geometric) to two steps, held there, then to ``far``, the counter window."""
+    start = b.step_s - b.burst_s  # the first burst ends the first step (compute, then the exchange)
+    keys = [(max(0.0, start - b.burst_s), min(start + 2 * b.burst_s, 2 * b.step_s)), (0.0, 2 * b.step_s), (0.0, far)]
+    out: list[list[float]] = []
+    legs = ((keys[0], keys[1], FRAMES[0]), (keys[1], keys[1], FRAMES[1]), (keys[1], keys[2], FRAMES[2]))
+    for leg, ((a0, a1), (b0, b1), frames) in enumerate(legs):
+        w0, w1 = a1 - a0, b1 - b0
+        for k in range(frames):
+            u = k / (frames - 1) if leg == 0 else (k + 1) / frames  # from the burst itself; each leg ends on its key
+            w = w0 * (w1 / w0) ** u
+            f = (w - w0) / (w1 - w0) if w1 != w0 else u
+            out.append([b0, b1] if u == 1 else [a0 + (b0 - a0) * f, a1 + (b1 - a1) * f])
+    return out
+
+
+def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0, step_s: float | None = None,
+                   burst_s: float | None = None) -> dict:
+    """Animation 5.2: one NIC's bursts (the job's, or ``step_s`` and ``burst_s`` given, as Panel 5.6 sets them),
+    from one burst at millisecond resolution out to two steps, then to one counter window of ``window_s``, where
+    the counter reads the same bytes as a flat average. A window shorter than the step does not average: its
+    readings follow the bursts, and the note says so. The title stays; what each frame shows is a note drawn as
+    data (a page keeps a frame's data, not its layout, once the axis has moved)."""
     sc, _ = carried(load(ref, sets))
-    b = estimate(derive(sc))
-    step = float(b.step_s)
-    near = 2 * step
+    b = bursts_of(sc, step_s, burst_s)
+    near = 2 * b.step_s
     far = max(window_s, near)
     if far / window_s > MAX_READINGS:
         raise OptionError("window_s", f"a {window_s:g} s window gives {far / window_s:,.0f} readings over "
-                            f"two {step:.3g} s steps, more than {MAX_READINGS:,} to draw; choose a window of at "
+                            f"two {b.step_s:.3g} s steps, more than {MAX_READINGS:,} to draw; choose a window of at "
                             f"least {far / MAX_READINGS:.3g} s")
-    w = wire_of(b, steps=int(np.ceil(far / step)) + 1, window_s=window_s)
-    rate = (w.rate * BITS_PER_BYTE).tolist()
-    line = float(sc.cluster.nic_Bps) * BITS_PER_BYTE
-    seen = w.poll_s <= far * (1 + 1e-9)
-    polls, readings = w.poll_s[seen], w.counter[seen] * BITS_PER_BYTE  # what the counter reports, window by window
+    steps = int(np.ceil(far / b.step_s)) + 1
+    if steps > MAX_POINTS:
+        raise OptionError("window_s", f"a {window_s:g} s window spans {steps:,} steps of {b.step_s:.3g} s, more "
+                            f"than {MAX_POINTS:,} to draw; choose a shorter window or a longer step")
+    t_s, rate_Bps = rate_series(b.step_s, b.burst_s, b.line_Bps, steps)
+    polls, counts = counter_reading(t_s, rate_Bps, window_s)
+    seen = polls <= far * (1 + 1e-9)
+    polls, readings = polls[seen], counts[seen] * BITS_PER_BYTE  # what the counter reports, window by window
+    line = b.line_Bps * BITS_PER_BYTE
     low, high = float(readings.min()), float(readings.max())
     flat = high - low <= 0.01 * max(high, 1e-300)
+    rate, burst, step = fmt_bits_rate(b.line_Bps), fmt.time(lang, b.burst_s), fmt.time(lang, b.step_s)
+    says = {
+        "burst": t(lang, "fig.anim-5.2.burst", burst=burst, rate=rate, bytes=fmt.data(b.burst_s * b.line_Bps)),
+        "steps": t(lang, "fig.anim-5.2.steps", burst=burst, idle=fmt.time(lang, b.step_s - b.burst_s),
+                   duty=fmt.percent(b.duty)),
+        "window": t(lang, "fig.anim-5.2.frame", window=fmt.time(lang, window_s), average=fmt_bits_rate(low / BITS_PER_BYTE))
+        if flat else t(lang, "fig.anim-5.2.follows", window=fmt.time(lang, window_s), step=step,
+                       low=fmt_bits_rate(low / BITS_PER_BYTE), high=fmt_bits_rate(high / BITS_PER_BYTE)),
+    }
+    ranges = _ranges(b, far)
     data = [
-        {"type": "scatter", "mode": "lines", "x": w.t.tolist(), "y": rate, "name": t(lang, "fig.anim-5.2.nic"),
-         "line": {"shape": "hv", "color": "#3b6ea8"}, "fill": "tozeroy"},
+        {"type": "scatter", "mode": "lines", "x": t_s.tolist(), "y": (rate_Bps * BITS_PER_BYTE).tolist(),
+         "name": t(lang, "fig.anim-5.2.nic"), "line": {"shape": "hv", "color": "#3b6ea8"}, "fill": "tozeroy"},
         {"type": "scatter", "mode": "lines", "x": [0.0, *polls.tolist()], "y": [*readings.tolist(), float(readings[-1])],
          "name": t(lang, "fig.anim-5.2.counter", window=fmt.time(lang, window_s)),
          "line": {"color": "#d1603d", "width": 3, "shape": "hv"}, "opacity": 0.0},
         {"type": "scatter", "mode": "lines", "x": [0, far], "y": [line, line],
-         "name": t(lang, "fig.anim-5.2.line", rate=fmt.line_rate(sc.cluster.nic_Bps)),
-         "line": {"color": "#555555", "dash": "dot"}},
+         "name": t(lang, "fig.anim-5.2.line", rate=rate), "line": {"color": "#555555", "dash": "dot"}},
+        {"type": "scatter", "mode": "text", "x": [0.005], "y": [0.985], "xaxis": "x2", "yaxis": "y2",
+         "text": [says["burst"]], "textposition": "bottom right", "showlegend": False, "hoverinfo": "skip",
+         "textfont": {"size": 13, "color": "#333333"}},
     ]
-    last = t(lang, "fig.anim-5.2.frame", window=fmt.time(lang, window_s), average=fmt.line_rate(low / BITS_PER_BYTE)
-             ) if flat else t(lang, "fig.anim-5.2.follows", window=fmt.time(lang, window_s), step=fmt.time(lang, step),
-                              low=fmt.line_rate(low / BITS_PER_BYTE), high=fmt.line_rate(high / BITS_PER_BYTE))
     frames: list[dict] = []  # plotly frames and slider steps, plain figure dicts like the figure itself
-    steps: list[dict] = []
-    for k, right in enumerate(np.geomspace(near, far, FRAMES).tolist()):
-        shown = k >= FRAMES - 4  # the counter's line appears once the window is in view
+    slider: list[dict] = []
+    for k, span in enumerate(ranges):
+        shown = k >= len(ranges) - 4  # the counter's line appears once the window is in view
+        phase = "window" if shown else "burst" if span[1] - span[0] < 1.5 * b.step_s else "steps"
         name = str(k)
-        title = last if shown else t(lang, "fig.anim-5.2.near", span=fmt.time(lang, right),
-                                     peak=fmt.line_rate(line / BITS_PER_BYTE))
-        frames.append({"name": name, "data": [{"type": "scatter", "opacity": 1.0 if shown else 0.0}], "traces": [1],
-                       "layout": {"xaxis": {"range": [0, right]}, "title": {"text": title}}})
-        steps.append({"method": "animate", "label": "", "name": name,
-                      "args": [[name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]})
-    play = {"frame": {"duration": 80, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": False}
-    layout = {"title": frames[0]["layout"]["title"], "template": "plotly_white", "width": 1000, "height": 480,
-              "legend": {"orientation": "h", "y": -0.4},
-              "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": [0, near], "ticksuffix": "s"},
-              "yaxis": {"title": {"text": t(lang, "fig.anim-5.2.y")}, "range": [0, line * 1.15], "tickformat": "~s",
+        frames.append({"name": name, "traces": [1, 3],
+                       "data": [{"type": "scatter", "opacity": 1.0 if shown else 0.0},
+                                {"type": "scatter", "text": [says[phase]]}],
+                       "layout": {"xaxis": {"range": span}}})
+        slider.append({"method": "animate", "label": "", "name": name,
+                       "args": [[name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]})
+    play = {"frame": {"duration": 90, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": False,
+            "mode": "immediate"}
+    title = t(lang, "fig.anim-5.2.title_given" if b.given else "fig.anim-5.2.title",
+              job=job_name(lang, sc), burst=burst, rate=rate, step=step, duty=fmt.percent(b.duty),
+              window=fmt.time(lang, window_s))
+    layout = {"title": {"text": title}, "template": "plotly_white", "width": 1000, "height": 500,
+              "legend": {"orientation": "h", "y": -0.62, "yanchor": "top"},
+              "xaxis": {"title": {"text": t(lang, "fig.x_time")}, "range": ranges[0], "tickformat": "~s", "ticksuffix": "s"},
+              "yaxis": {"title": {"text": t(lang, "fig.anim-5.2.y")}, "range": [0, line * 1.3], "tickformat": "~s",
                         "ticksuffix": "b/s"},
-              "margin": {"t": 130},  # the title above, the buttons under it: they must not overlap at any width
+              "xaxis2": {"overlaying": "x", "range": [0, 1], "visible": False, "fixedrange": True},
+              "yaxis2": {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
+              "margin": {"t": 150, "b": 180},  # the title above, the buttons under it; the slider, then the legend
               "updatemenus": [{"type": "buttons", "direction": "right", "x": 0, "y": 1.04, "yanchor": "bottom",
                                "xanchor": "left",
                                "buttons": [{"label": t(lang, "fig.anim-5.2.zoom"), "method": "animate",
@@ -135,7 +171,7 @@ def counter_window(lang: str, ref: str, sets: list[str], window_s: float = 15.0)
                                            {"label": t(lang, "fig.anim-5.1.pause"), "method": "animate",
                                             "args": [[None], {"mode": "immediate",
                                                               "frame": {"duration": 0, "redraw": False}}]}]}],
-              "sliders": [{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.2,
+              "sliders": [{"active": 0, "steps": slider, "x": 0, "len": 1, "y": -0.28, "yanchor": "top",
                            "currentvalue": {"visible": False}}],
-              "meta": {"still": frames[-1]["name"]}}
+              "meta": {"still": frames[-1]["name"], "step_s": b.step_s, "burst_s": b.burst_s, "window_s": window_s}}
     return {"data": data, "layout": layout, "frames": frames}

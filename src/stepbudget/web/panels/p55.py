@@ -88,7 +88,7 @@ def compute(lang: str, v: dict) -> ui.Out:
                 flag="good" if bool(m.hides) else "bad"),
         ui.tile("p55-t-approx", t(lang, "p55.t.approx"), fmt.number(float(m.ratio_approx)), t(lang, "p55.n.approx")),
         *[ui.tile(f"p55-t-ratio-{name}", t(lang, f"p55.t.ratio_{name}"), fmt.number(float(value))) for name, value in others],
-        ui.tile("p55-t-small", t(lang, "p55.t.small"), fmt.number(float(small.ratio)), t(lang, "p55.n.small")),
+        ui.tile("p55-t-small", t(lang, "p55.t.small"), fmt.number(float(small.ratio)), _small(lang, float(small.ratio), v)),
         ui.tile("p55-t-compute", t(lang, "p55.t.compute"), time(m.compute_s)),
         ui.tile("p55-t-nvlink", t(lang, "p55.t.nvlink"), time(m.nvlink_s)),
         ui.tile("p55-t-nic", t(lang, "p55.t.nic"), time(m.nic_s)),
@@ -99,6 +99,20 @@ def compute(lang: str, v: dict) -> ui.Out:
     if command is not None:  # the moe command prints this layer's R, compute and all-to-all times, and more
         notes.append(ui.command(lang, "p55-command", command))
     return ui.Out([html.Div(tiles, className="tiles"), *notes], figure=_axis(lang, m))
+
+
+ABOUT_ONE = (0.85, 1.15)
+"""R counted as "about 1": the all-to-all and the expert GEMMs take about as long (the chapter's 1.0 for
+DeepSeekMoE's small experts on NVLink is 0.976 by the exact form)."""
+
+
+def _small(lang: str, ratio: float, v: dict) -> str:
+    """What R says for the small experts on the panel's link, from its value: about 1 (they barely hide, if at
+    all), below (they cannot) or above (they can)."""
+    low, high = ABOUT_ONE
+    verdict = "about" if low <= ratio <= high else "below" if ratio < low else "above"
+    return t(lang, "p55.n.small", ffn=fmt.number(SMALL_EXPERT), link=t(lang, f"p55.n.small_link.{v['link']}"),
+             verdict=t(lang, f"p55.n.small_{verdict}"))
 
 
 SETS = {"expert_ffn": lambda x: f"model.moe.expert_ffn_size={x:.0f}", "top_k": lambda x: f"model.moe.top_k={x:.0f}",

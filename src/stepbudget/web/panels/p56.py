@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dash import Input, Output, callback_context, dcc, html
+from dash import Input, Output, State, callback_context, dcc, html, no_update
 from dash.development.base_component import Component
 
 from stepbudget.api import firstorder as fo
@@ -10,7 +10,7 @@ from stepbudget.api import JobWire, job_wire, parse
 from stepbudget.web import components as ui
 from stepbudget.web import figures as figs
 from stepbudget.views import fmt
-from stepbudget.web.fields import Choice, Field, Slider
+from stepbudget.web.fields import Choice, Field, FieldError, Slider
 from stepbudget.views.i18n import t
 from stepbudget.web.panels import common
 
@@ -122,18 +122,73 @@ def _setting(lang: str, v: dict) -> str:
     return t(lang, f"p56.setting.{v['by']}", shape=shape, rate=fmt.line_rate(v["rate"]), step=fmt.time(lang, v["step"]))
 
 
+def _bursts(v: dict) -> dict | None:
+    """The burst train the panel's tiles describe, as the figures take it (None where the burst outlasts the step:
+    the panel says so)."""
+    burst = v["burst"] if v["by"] == "burst" else v["duty"] * v["step"]
+    return {"step_s": v["step"], "burst_s": burst} if 0 < burst <= v["step"] else None
+
+
+JOB = "llama3-405b"
+"""The job whose host the figures draw (its NICs a host, the line rate as the panel sets it): the full model's."""
+
+
+def _figure_job(v: dict, **options) -> figs.Job | None:
+    """Figure 5.8's and Animation 5.2's job: the panel's line rate, step and burst, on a host of the full model's."""
+    shape = _bursts(v)
+    return None if shape is None else figs.Job(JOB, (f"cluster.nic_Bps={v['rate']:.6g}",), shape | options)
+
+
+def _echo(spec: Field, value: float) -> float:
+    """How near a greyed field's value may be to what it shows and still be its own, not a reader's typing: half
+    its slider's step (the slider writes back a value it snapped), and 1 % at least."""
+    slider = spec.slider
+    half = 0.0
+    if slider is not None:
+        step = slider.ends()[2] / 2
+        half = step if slider.scale == "linear" else value * (10 ** step - 1) if slider.scale == "log" else 0.0
+    return max(half, 0.01 * value)
+
+
+def _derived(value: float, kind: str) -> str:
+    """A derived field's text, as a reader would type it: 25%, 100 ms."""
+    return f"{value * 100:.4g}%" if kind == "fraction" else fmt.time("en", value)  # typed units are English
+
+
 def register(app) -> None:
     ui.register(app, PID, CONTROLS, compute, remember=True, buttons=("pin",))
     ui.register_questions(app, PID, QUESTIONS, CONTROLS)
-    rate = lambda v: (f"cluster.nic_Bps={v['rate']:.6g}",)  # noqa: E731  # the figures' jobs at the panel's line rate
-    figs.register(app, PID, CONTROLS, (("5.8", lambda v: figs.Job(sets=rate(v))),
-                                       ("anim-5.2", lambda v: figs.Job(sets=rate(v), options={"window_s": v["window"]}))),
+    figs.register(app, PID, CONTROLS, (("5.8", _figure_job),
+                                       ("anim-5.2", lambda v: _figure_job(v, window_s=v["window"]))),
                   common.unmapped_text)
+    fields = {spec.name: spec for spec in CONTROLS}
 
-    @app.callback(Output(ui.cid(PID, "by"), "value"), Input(ui.cid(PID, "duty"), "value"),
-                  Input(ui.cid(PID, "burst"), "value"), prevent_initial_call=True)
-    def _typed(duty, burst):  # the field a reader types in is the one that sets the burst
-        return "duty" if callback_context.triggered_id == ui.cid(PID, "duty") else "burst"
+    @app.callback(Output(ui.cid(PID, "by"), "value"), Output(ui.cid(PID, "duty"), "value"),
+                  Output(ui.cid(PID, "burst"), "value"), Input(ui.cid(PID, "duty"), "value"),
+                  Input(ui.cid(PID, "burst"), "value"), Input(ui.cid(PID, "step"), "value"),
+                  State(ui.cid(PID, "by"), "value"))
+    def _typed(duty, burst, step, by):
+        """The field a reader types in sets the burst; the other one, greyed, shows what that makes it. A value
+        in the greyed field that is already what it shows (written here, or moved there by its slider) is not a
+        reader's typing and changes nothing."""
+        text = {"duty": duty, "burst": burst}
+        try:
+            v = {name: fields[name].read(value) for name, value in (*text.items(), ("step", step))}
+        except FieldError:
+            return no_update, no_update, no_update  # the panel says which field
+        made = {"duty": v["burst"] / v["step"], "burst": v["duty"] * v["step"]}  # each as the other makes it
+        typed = {ui.cid(PID, "duty"): "duty", ui.cid(PID, "burst"): "burst"}.get(callback_context.triggered_id, by)
+        if typed != by and abs(v[typed] - made[typed]) <= _echo(fields[typed], v[typed]):
+            typed = by
+        other = "burst" if typed == "duty" else "duty"
+        written = _derived(made[other], fields[other].kind)
+        out = {"duty": no_update, "burst": no_update}
+        try:  # a burst longer than the step makes no duty cycle: the panel says so, and the greyed field stays
+            if abs(fields[other].read(written) - v[other]) > 1e-9 * v[other]:
+                out[other] = written
+        except FieldError:
+            pass
+        return no_update if typed == by else typed, out["duty"], out["burst"]
 
     @app.callback(Output(ui.cid(PID, "duty"), "className"), Output(ui.cid(PID, "burst"), "className"),
                   Input(ui.cid(PID, "by"), "value"))
